@@ -1,0 +1,367 @@
+#include "controller/api/decode.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "controller/api/yaml_reader.h"
+
+namespace kmodd::api {
+
+namespace {
+
+constexpr const char* kObjectMetaFields[] = {
+    "generateName",      "selfLink",        "creationTimestamp", "deletionTimestamp",
+    "deletionGracePeriodSeconds", "ownerReferences", "finalizers", "managedFields"};
+
+void ReadMeta(YamlReader& r, ObjectMeta& m) {
+  r.String("name", m.name);
+  r.String("namespace", m.namespace_);
+  r.StringMap("labels", m.labels);
+  r.StringMap("annotations", m.annotations);
+  r.String("uid", m.uid);
+  r.String("resourceVersion", m.resource_version);
+  r.Int64("generation", m.generation);
+  for (const char* f : kObjectMetaFields) {
+    r.Ignore(f);
+  }
+}
+
+void ReadRef(YamlReader& r, LocalObjectReference& ref) { r.String("name", ref.name); }
+
+void ReadTls(YamlReader& r, TlsOptions& t) {
+  r.Bool("insecure", t.insecure);
+  r.Bool("insecureSkipTLSVerify", t.insecure_skip_tls_verify);
+}
+
+void ReadToleration(YamlReader& r, Toleration& t) {
+  r.String("key", t.key);
+  r.String("operator", t.op);
+  r.String("value", t.value);
+  r.String("effect", t.effect);
+  r.OptionalInt64("tolerationSeconds", t.toleration_seconds);
+}
+
+void ReadBuild(YamlReader& r, Build& b) {
+  r.ObjectList("buildArgs", b.build_args, [](YamlReader& s, BuildArg& a) {
+    s.String("name", a.name);
+    s.String("value", a.value);
+  });
+  r.OptionalObject("dockerfileConfigMap", b.dockerfile_config_map, ReadRef);
+  r.Object("baseImageRegistryTLS", b.base_image_registry_tls, ReadTls);
+  r.ObjectList("secrets", b.secrets, ReadRef);
+  r.OptionalObject("kanikoParams", b.kaniko_params,
+                   [](YamlReader& s, KanikoParams& k) { s.String("tag", k.tag); });
+  r.StringMap("selector", b.selector);
+}
+
+void ReadSign(YamlReader& r, Sign& s) {
+  r.String("unsignedImage", s.unsigned_image);
+  r.Object("unsignedImageRegistryTLS", s.unsigned_image_registry_tls, ReadTls);
+  r.OptionalObject("keySecret", s.key_secret, ReadRef);
+  r.OptionalObject("certSecret", s.cert_secret, ReadRef);
+  r.StringList("filesToSign", s.files_to_sign);
+}
+
+void ReadMapping(YamlReader& r, KernelMapping& m) {
+  r.OptionalObject("build", m.build, ReadBuild);
+  r.OptionalObject("sign", m.sign, ReadSign);
+  r.String("containerImage", m.container_image);
+  r.String("literal", m.literal);
+  r.OptionalObject("registryTLS", m.registry_tls, ReadTls);
+  r.String("regexp", m.regexp);
+  r.String("inTreeModuleToRemove", m.in_tree_module_to_remove);
+  r.OptionalStringList("inTreeModulesToRemove", m.in_tree_modules_to_remove);
+}
+
+void ReadModprobeArgs(YamlReader& r, ModprobeArgs& a) {
+  r.StringList("load", a.load);
+  r.StringList("unload", a.unload);
+}
+
+void ReadModprobe(YamlReader& r, ModprobeSpec& m) {
+  r.String("moduleName", m.module_name);
+  r.StringList("parameters", m.parameters);
+  r.String("dirName", m.dir_name);
+  r.OptionalObject("args", m.args, ReadModprobeArgs);
+  r.OptionalObject("rawArgs", m.raw_args, ReadModprobeArgs);
+  r.String("firmwarePath", m.firmware_path);
+  r.OptionalStringList("modulesLoadingOrder", m.modules_loading_order);
+}
+
+void ReadLoaderContainer(YamlReader& r, ModuleLoaderContainerSpec& c) {
+  r.OptionalObject("build", c.build, ReadBuild);
+  r.OptionalObject("sign", c.sign, ReadSign);
+  r.String("version", c.version);
+  r.String("containerImage", c.container_image);
+  r.String("imagePullPolicy", c.image_pull_policy);
+  r.ObjectList("kernelMappings", c.kernel_mappings, ReadMapping);
+  r.Object("modprobe", c.modprobe, ReadModprobe);
+  r.Object("registryTLS", c.registry_tls, ReadTls);
+  r.String("inTreeModuleToRemove", c.in_tree_module_to_remove);
+  r.OptionalStringList("inTreeModulesToRemove", c.in_tree_modules_to_remove);
+}
+
+void ReadContainer(YamlReader& r, CommonContainerSpec& c) {
+  r.StringList("command", c.command);
+  r.StringList("args", c.args);
+  r.ObjectList("env", c.env, [](YamlReader& s, EnvVar& e) {
+    s.String("name", e.name);
+    s.String("value", e.value);
+    s.Raw("valueFrom", e.value_from);
+  });
+  r.String("image", c.image);
+  r.String("imagePullPolicy", c.image_pull_policy);
+  r.Raw("resources", c.resources);
+  r.ObjectList("volumeMounts", c.volume_mounts, [](YamlReader& s, VolumeMount& v) {
+    s.String("name", v.name);
+    s.String("mountPath", v.mount_path);
+    s.Bool("readOnly", v.read_only);
+    s.String("subPath", v.sub_path);
+    s.String("mountPropagation", v.mount_propagation);
+    s.Ignore("subPathExpr");
+    s.Ignore("recursiveReadOnly");
+  });
+}
+
+constexpr const char* kOtherVolumeSources[] = {
+    "emptyDir", "configMap", "secret", "projected", "downwardAPI", "persistentVolumeClaim",
+    "ephemeral", "csi", "image", "nfs", "iscsi"};
+
+void ReadVolume(YamlReader& r, Volume& v) {
+  r.String("name", v.name);
+  r.OptionalObject("hostPath", v.host_path, [](YamlReader& s, HostPathVolumeSource& h) {
+    s.String("path", h.path);
+    s.String("type", h.type);
+  });
+  // Other sources are carried as one opaque object keyed by source name.
+  std::string others;
+  for (const char* src : kOtherVolumeSources) {
+    Opaque o;
+    r.Raw(src, o);
+    if (o.Present()) {
+      absl::StrAppend(&others, others.empty() ? "" : ",", "\"", src, "\":", o.json);
+    }
+  }
+  if (!others.empty()) {
+    v.other_sources.json = absl::StrCat("{", others, "}");
+  }
+}
+
+void ReadDevicePlugin(YamlReader& r, DevicePluginSpec& d) {
+  r.Object("container", d.container, ReadContainer);
+  r.OptionalObject("initContainer", d.init_container, ReadContainer);
+  r.String("serviceAccountName", d.service_account_name);
+  r.ObjectList("volumes", d.volumes, ReadVolume);
+  r.OptionalBool("automountServiceAccountToken", d.automount_service_account_token);
+}
+
+void ReadDra(YamlReader& r, DraSpec& d) {
+  r.Object("container", d.container, ReadContainer);
+  r.OptionalObject("initContainer", d.init_container, ReadContainer);
+  r.String("serviceAccountName", d.service_account_name);
+  r.ObjectList("volumes", d.volumes, ReadVolume);
+  r.OptionalBool("automountServiceAccountToken", d.automount_service_account_token);
+  r.String("driverName", d.driver_name);
+  r.ObjectList("deviceClasses", d.device_classes, [](YamlReader& s, DeviceClassSpec& c) {
+    s.String("name", c.name);
+    s.Raw("selectors", c.selectors);
+    s.Raw("config", c.config);
+  });
+}
+
+void ReadSpec(YamlReader& r, ModuleSpec& s) {
+  r.OptionalObject("devicePlugin", s.device_plugin, ReadDevicePlugin);
+  r.OptionalObject("dra", s.dra, ReadDra);
+  r.OptionalObject("moduleLoader", s.module_loader, [](YamlReader& l, ModuleLoaderSpec& m) {
+    l.Object("container", m.container, ReadLoaderContainer);
+    l.String("serviceAccountName", m.service_account_name);
+  });
+  r.OptionalObject("imageRepoSecret", s.image_repo_secret, ReadRef);
+  r.StringMap("selector", s.selector);
+  r.ObjectList("tolerations", s.tolerations, ReadToleration);
+  r.OptionalInt64("imageRebuildTriggerGeneration", s.image_rebuild_trigger_generation);
+}
+
+void ReadDaemonSetStatus(YamlReader& r, DaemonSetStatus& d) {
+  r.Int32("nodesMatchingSelectorNumber", d.nodes_matching_selector_number);
+  r.Int32("desiredNumber", d.desired_number);
+  r.Int32("availableNumber", d.available_number);
+}
+
+void ReadStatus(YamlReader& r, ModuleStatus& s) {
+  r.Object("devicePlugin", s.device_plugin, ReadDaemonSetStatus);
+  r.Object("dra", s.dra, ReadDaemonSetStatus);
+  r.Object("moduleLoader", s.module_loader, ReadDaemonSetStatus);
+  r.OptionalInt64("imageRebuildTriggerGeneration", s.image_rebuild_trigger_generation);
+}
+
+void ReadNode(YamlReader& r, Node& n) {
+  r.Object("spec", n, [](YamlReader& s, Node& node) {
+    s.Bool("unschedulable", node.unschedulable);
+    s.ObjectList("taints", node.taints, [](YamlReader& t, Taint& taint) {
+      t.String("key", taint.key);
+      t.String("value", taint.value);
+      t.String("effect", taint.effect);
+    });
+  });
+  r.Object("status", n, [](YamlReader& s, Node& node) {
+    s.Object("nodeInfo", node.node_info, [](YamlReader& i, NodeInfo& info) {
+      i.String("kernelVersion", info.kernel_version);
+      i.String("bootID", info.boot_id);
+      i.String("architecture", info.architecture);
+      i.String("osImage", info.os_image);
+    });
+  });
+}
+
+struct TypeMeta {
+  std::string api_version;
+  std::string kind;
+};
+
+void DecodeObject(const YAML::Node& doc, const std::string& path, ReadContext& ctx,
+                  Decoded& out);
+
+void DecodeList(YamlReader& r, const YAML::Node& doc, const std::string& path,
+                ReadContext& ctx, Decoded& out) {
+  r.Ignore("metadata");
+  const YAML::Node& cdoc = doc;
+  YAML::Node items = cdoc["items"];
+  r.Ignore("items");
+  if (!items.IsDefined() || items.IsNull()) {
+    return;
+  }
+  if (!items.IsSequence()) {
+    ctx.Error(items, path.empty() ? "items" : path + ".items", "expected a list");
+    return;
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    DecodeObject(items[i], absl::StrCat(path.empty() ? "" : path + ".", "items[", i, "]"),
+                 ctx, out);
+  }
+}
+
+// `path` is empty for a top-level document and "items[i]" inside a List; Module field
+// paths are always relative to the Module itself, as KMM's webhook reports them.
+void DecodeObject(const YAML::Node& doc, const std::string& path, ReadContext& ctx,
+                  Decoded& out) {
+  if (!doc.IsDefined() || doc.IsNull()) {
+    return;
+  }
+  ctx.object.clear();
+  const int line = doc.Mark().line + 1;
+  YamlReader top(ctx, doc, path, /*warn_unknown=*/false);
+  if (!top.Ok()) {
+    return;
+  }
+  TypeMeta tm;
+  top.String("apiVersion", tm.api_version);
+  top.String("kind", tm.kind);
+  const std::string where = path.empty() ? "" : path + ".";
+  if (tm.kind.empty()) {
+    ctx.Error(doc, where + "kind", "missing; expected Module, Node or a List of them");
+    return;
+  }
+  if (tm.kind == "List" || (tm.kind.size() > 4 && tm.kind.ends_with("List"))) {
+    DecodeList(top, doc, path, ctx, out);
+    return;
+  }
+  if (tm.kind == "Module") {
+    if (tm.api_version != kGroupVersion) {
+      ctx.Error(doc, where + "apiVersion",
+                absl::StrCat("\"", tm.api_version, "\" is not supported for kind Module; use ",
+                             kGroupVersion));
+      return;
+    }
+    const size_t errors_before = ctx.errors.size();
+    Module m;
+    YamlReader r(ctx, doc, "", /*warn_unknown=*/true);
+    r.Ignore("apiVersion");
+    r.Ignore("kind");
+    r.Object("metadata", m.metadata, ReadMeta);
+    if (m.metadata.namespace_.empty()) {
+      m.metadata.namespace_ = "default";
+    }
+    ctx.object = absl::StrCat("Module ", m.metadata.namespace_, "/", m.metadata.name);
+    if (m.metadata.name.empty()) {
+      ctx.Error(doc, "metadata.name", "missing; every Module needs a name");
+    }
+    r.Object("spec", m.spec, ReadSpec);
+    r.Object("status", m.status, ReadStatus);
+    r.Finish();
+    if (ctx.errors.size() == errors_before) {
+      out.modules.push_back(Located<Module>{std::move(m), ctx.source, line});
+    }
+    return;
+  }
+  if (tm.kind == "Node") {
+    const size_t errors_before = ctx.errors.size();
+    Node n;
+    YamlReader r(ctx, doc, "", /*warn_unknown=*/false);
+    r.Object("metadata", n.metadata, ReadMeta);
+    ctx.object = absl::StrCat("Node ", n.metadata.name);
+    if (n.metadata.name.empty()) {
+      ctx.Error(doc, "metadata.name", "missing; every Node needs a name");
+    }
+    ReadNode(r, n);
+    if (ctx.errors.size() == errors_before) {
+      out.nodes.push_back(Located<Node>{std::move(n), ctx.source, line});
+    }
+    return;
+  }
+  ctx.Warning(doc, where + "kind",
+              absl::StrCat("kind ", tm.kind, " is not read by kmodd; document skipped"));
+}
+
+}  // namespace
+
+void DecodeInto(std::string_view text, std::string_view source, Decoded& into) {
+  ReadContext ctx;
+  ctx.source = std::string(source);
+  std::vector<YAML::Node> docs;
+  try {
+    docs = YAML::LoadAll(std::string(text));
+  } catch (const YAML::Exception& e) {
+    into.errors.push_back(Diagnostic{ctx.source, e.mark.line >= 0 ? e.mark.line + 1 : 0, "",
+                                     "", absl::StrCat("not valid YAML or JSON: ", e.msg)});
+    return;
+  }
+  for (const auto& doc : docs) {
+    try {
+      DecodeObject(doc, "", ctx, into);
+    } catch (const YAML::Exception& e) {
+      ctx.Error(doc, "", absl::StrCat("cannot decode document: ", e.msg));
+    }
+  }
+  for (auto& d : ctx.errors) {
+    into.errors.push_back(std::move(d));
+  }
+  for (auto& d : ctx.warnings) {
+    into.warnings.push_back(std::move(d));
+  }
+}
+
+Decoded DecodeDocuments(std::string_view text, std::string_view source) {
+  Decoded d;
+  DecodeInto(text, source, d);
+  return d;
+}
+
+absl::StatusOr<Module> DecodeModule(std::string_view text) {
+  Decoded d = DecodeDocuments(text, "<input>");
+  if (!d.errors.empty()) {
+    std::vector<std::string> msgs;
+    msgs.reserve(d.errors.size());
+    for (const auto& e : d.errors) {
+      msgs.push_back(e.ToString());
+    }
+    return absl::InvalidArgumentError(absl::StrJoin(msgs, "; "));
+  }
+  if (d.modules.size() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected exactly one Module, found ", d.modules.size()));
+  }
+  return std::move(d.modules.front().object);
+}
+
+}  // namespace kmodd::api

@@ -1,0 +1,43 @@
+#pragma once
+
+// Decoding of Module and Node documents from YAML or JSON text: single documents,
+// multi-document streams and `v1 List`s (kubectl's `get -o yaml` output). A field of the
+// wrong type is an error naming its path; an unknown Module field is a warning naming its
+// path. Node documents are read leniently: kmodd reads a few of their many fields.
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "controller/api/diagnostic.h"
+#include "controller/api/module.h"
+#include "controller/api/node.h"
+
+namespace kmodd::api {
+
+template <typename T>
+struct Located {
+  T object;
+  std::string source;
+  int line = 0;
+};
+
+struct Decoded {
+  std::vector<Located<Module>> modules;
+  std::vector<Located<Node>> nodes;
+  std::vector<Diagnostic> errors;
+  std::vector<Diagnostic> warnings;
+};
+
+// Decodes every document in `text`; `source` names it in diagnostics. Objects with
+// errors are not returned. Kinds other than Module and Node are skipped with a warning.
+Decoded DecodeDocuments(std::string_view text, std::string_view source);
+
+// Appends the decoding of `text` to `into`.
+void DecodeInto(std::string_view text, std::string_view source, Decoded& into);
+
+// Convenience for tests and single-object callers: exactly one Module, no errors.
+[[nodiscard]] absl::StatusOr<Module> DecodeModule(std::string_view text);
+
+}  // namespace kmodd::api
