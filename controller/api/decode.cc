@@ -274,6 +274,7 @@ void DecodeObject(const YAML::Node& doc, const std::string& path, ReadContext& c
       return;
     }
     const size_t errors_before = ctx.errors.size();
+    ctx.lines.clear();
     Module m;
     YamlReader r(ctx, doc, "", /*warn_unknown=*/true);
     r.Ignore("apiVersion");
@@ -290,7 +291,7 @@ void DecodeObject(const YAML::Node& doc, const std::string& path, ReadContext& c
     r.Object("status", m.status, ReadStatus);
     r.Finish();
     if (ctx.errors.size() == errors_before) {
-      out.modules.push_back(Located<Module>{std::move(m), ctx.source, line});
+      out.modules.push_back(Located<Module>{std::move(m), ctx.source, line, std::move(ctx.lines)});
     }
     return;
   }
@@ -305,7 +306,7 @@ void DecodeObject(const YAML::Node& doc, const std::string& path, ReadContext& c
     }
     ReadNode(r, n);
     if (ctx.errors.size() == errors_before) {
-      out.nodes.push_back(Located<Node>{std::move(n), ctx.source, line});
+      out.nodes.push_back(Located<Node>{std::move(n), ctx.source, line, {}});
     }
     return;
   }

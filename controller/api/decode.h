@@ -5,6 +5,7 @@
 // wrong type is an error naming its path; an unknown Module field is a warning naming its
 // path. Node documents are read leniently: kmodd reads a few of their many fields.
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,6 +22,21 @@ struct Located {
   T object;
   std::string source;
   int line = 0;
+  // Line of each field path read from the document (for locating validation findings).
+  std::map<std::string, int> field_lines;
+
+  // The line of `path`, or of its nearest enclosing field, or of the object.
+  int LineOf(const std::string& path) const {
+    std::string p = path;
+    while (!p.empty()) {
+      if (auto it = field_lines.find(p); it != field_lines.end()) {
+        return it->second;
+      }
+      const size_t cut = p.find_last_of(".[");
+      p = cut == std::string::npos ? std::string() : p.substr(0, cut);
+    }
+    return line;
+  }
 };
 
 struct Decoded {

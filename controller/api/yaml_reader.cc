@@ -93,8 +93,9 @@ void ReadContext::Warning(const YAML::Node& at, const std::string& path,
   warnings.push_back(Diagnostic{source, LineOf(at), object, path, message});
 }
 
-YamlReader::YamlReader(ReadContext& ctx, YAML::Node node, std::string path, bool warn_unknown)
-    : ctx_(ctx), node_(std::move(node)), path_(std::move(path)), warn_unknown_(warn_unknown) {
+YamlReader::YamlReader(ReadContext& ctx, const YAML::Node& node, std::string path,
+                       bool warn_unknown)
+    : ctx_(ctx), node_(node), path_(std::move(path)), warn_unknown_(warn_unknown) {
   if (IsAbsent(node_)) {
     node_ = YAML::Node(YAML::NodeType::Map);
   } else if (!node_.IsMap()) {
@@ -116,7 +117,18 @@ YAML::Node YamlReader::Take(const char* key) {
   }
   // Look the key up without inserting it (operator[] on a non-const node would).
   const YAML::Node& const_node = node_;
-  return const_node[key];
+  YAML::Node n = const_node[key];
+  if (n.IsDefined()) {
+    const int line = LineOf(n);
+    const std::string path = Join(key);
+    ctx_.lines[path] = line;
+    if (n.IsSequence()) {
+      for (size_t i = 0; i < n.size(); ++i) {
+        ctx_.lines[absl::StrCat(path, "[", i, "]")] = LineOf(n[i]);
+      }
+    }
+  }
+  return n;
 }
 
 bool YamlReader::ScalarString(const YAML::Node& n, const std::string& path, std::string& out) {

@@ -22,6 +22,9 @@ struct ReadContext {
   std::string object;  // filled in once metadata is read
   std::vector<Diagnostic> errors;
   std::vector<Diagnostic> warnings;
+  // Field path -> 1-based line of every field read, so that later findings (validation)
+  // can point at the line that holds the field.
+  std::map<std::string, int> lines;
 
   void Error(const YAML::Node& at, const std::string& path, const std::string& message);
   void Warning(const YAML::Node& at, const std::string& path, const std::string& message);
@@ -30,7 +33,8 @@ struct ReadContext {
 class YamlReader {
  public:
   // `node` must be a mapping or null (an absent object); anything else is a type error.
-  YamlReader(ReadContext& ctx, YAML::Node node, std::string path, bool warn_unknown = true);
+  YamlReader(ReadContext& ctx, const YAML::Node& node, std::string path,
+             bool warn_unknown = true);
 
   bool Ok() const { return ok_; }
   const std::string& Path() const { return path_; }

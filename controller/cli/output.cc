@@ -1,1 +1,182 @@
+#include "controller/cli/output.h"
 
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace kmodd::cli {
+
+namespace {
+
+Value StringList(const std::vector<std::string>& v) {
+  Value l = Value::EmptyList();
+  for (const auto& s : v) {
+    l.Append(s);
+  }
+  return l;
+}
+
+Value ModprobeArgsValue(const api::ModprobeArgs& a) {
+  Value v = Value::EmptyMap();
+  if (!a.load.empty()) {
+    v.Set("load", StringList(a.load));
+  }
+  if (!a.unload.empty()) {
+    v.Set("unload", StringList(a.unload));
+  }
+  return v;
+}
+
+Value ModprobeValue(const api::ModprobeSpec& m) {
+  Value v = Value::EmptyMap();
+  if (!m.module_name.empty()) {
+    v.Set("moduleName", m.module_name);
+  }
+  if (!m.parameters.empty()) {
+    v.Set("parameters", StringList(m.parameters));
+  }
+  v.Set("dirName", m.dir_name);
+  if (m.args) {
+    v.Set("args", ModprobeArgsValue(*m.args));
+  }
+  if (m.raw_args) {
+    v.Set("rawArgs", ModprobeArgsValue(*m.raw_args));
+  }
+  if (!m.firmware_path.empty()) {
+    v.Set("firmwarePath", m.firmware_path);
+  }
+  if (m.modules_loading_order) {
+    v.Set("modulesLoadingOrder", StringList(*m.modules_loading_order));
+  }
+  return v;
+}
+
+Value TolerationValue(const api::Toleration& t) {
+  Value v = Value::EmptyMap();
+  if (!t.key.empty()) {
+    v.Set("key", t.key);
+  }
+  if (!t.op.empty()) {
+    v.Set("operator", t.op);
+  }
+  if (!t.value.empty()) {
+    v.Set("value", t.value);
+  }
+  if (!t.effect.empty()) {
+    v.Set("effect", t.effect);
+  }
+  if (t.toleration_seconds) {
+    v.Set("tolerationSeconds", *t.toleration_seconds);
+  }
+  return v;
+}
+
+Value ModuleEntryValue(const plan::DesiredModule& dm) {
+  const api::Module& m = *dm.module;
+  const plan::ResolvedConfig& c = *dm.config;
+  Value v = Value::EmptyMap();
+  v.Set("name", m.metadata.name);
+  v.Set("namespace", m.metadata.namespace_);
+  if (m.spec.image_repo_secret) {
+    v.Set("imageRepoSecret", Value::Map{{"name", m.spec.image_repo_secret->name}});
+  }
+  v.Set("serviceAccountName", m.spec.module_loader->service_account_name);
+  if (!m.spec.tolerations.empty()) {
+    Value& tl = v.Set("tolerations", Value::EmptyList());
+    for (const auto& t : m.spec.tolerations) {
+      tl.Append(TolerationValue(t));
+    }
+  }
+  if (!c.version.empty()) {
+    v.Set("version", c.version);
+  }
+  Value config = Value::EmptyMap();
+  config.Set("kernelVersion", c.kernel_version);
+  config.Set("containerImage", c.container_image);
+  config.Set("imagePullPolicy", c.image_pull_policy);
+  config.Set("insecurePull", c.InsecurePull());
+  if (!c.in_tree_modules_to_remove.empty()) {
+    config.Set("inTreeModulesToRemove", StringList(c.in_tree_modules_to_remove));
+  }
+  config.Set("modprobe", ModprobeValue(c.modprobe));
+  v.Set("config", std::move(config));
+  return v;
+}
+
+}  // namespace
+
+Value NodeModulesConfigValue(const plan::NodePlan& p) {
+  Value v = Value::EmptyMap();
+  v.Set("apiVersion", api::kGroupVersion);
+  v.Set("kind", "NodeModulesConfig");
+  v.Set("metadata", Value::Map{{"name", p.node->metadata.name}});
+  Value modules = Value::EmptyList();
+  for (const auto& dm : p.modules) {
+    modules.Append(ModuleEntryValue(dm));
+  }
+  v.Set("spec", Value::Map{{"modules", std::move(modules)}});
+  return v;
+}
+
+Value PlanListValue(const std::vector<plan::NodePlan>& plans) {
+  Value items = Value::EmptyList();
+  for (const auto& p : plans) {
+    if (!p.modules.empty()) {
+      items.Append(NodeModulesConfigValue(p));
+    }
+  }
+  Value v = Value::EmptyMap();
+  v.Set("apiVersion", "v1");
+  v.Set("kind", "List");
+  v.Set("items", std::move(items));
+  return v;
+}
+
+std::string PlanTable(const std::vector<plan::NodePlan>& plans) {
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"NODE", "KERNEL", "MODULE", "STATE", "VERSION", "IMAGE / REASON"});
+  for (const auto& p : plans) {
+    const std::string& node = p.node->metadata.name;
+    const std::string& kernel = p.node->node_info.kernel_version;
+    // Runs and skips are each sorted by module; print them merged in module order.
+    size_t i = 0;
+    size_t j = 0;
+    while (i < p.modules.size() || j < p.skipped.size()) {
+      const bool take_run =
+          j >= p.skipped.size() ||
+          (i < p.modules.size() && p.modules[i].module->Key() < p.skipped[j].module->Key());
+      if (take_run) {
+        const auto& dm = p.modules[i++];
+        rows.push_back({node, kernel, dm.module->Key(), dm.held ? "held" : "run",
+                        dm.config->version.empty() ? "-" : dm.config->version,
+                        dm.config->container_image});
+      } else {
+        const auto& s = p.skipped[j++];
+        rows.push_back({node, kernel, s.module->Key(), "skip", "-",
+                        plan::DescribeSkip(*s.module, *p.node, s.reason, s.detail)});
+      }
+    }
+    if (p.modules.empty() && p.skipped.empty()) {
+      rows.push_back({node, kernel, "-", "-", "-", "no Modules"});
+    }
+  }
+  std::vector<size_t> widths(rows.front().size(), 0);
+  for (const auto& r : rows) {
+    for (size_t c = 0; c < r.size(); ++c) {
+      widths[c] = std::max(widths[c], r[c].size());
+    }
+  }
+  std::string out;
+  for (const auto& r : rows) {
+    for (size_t c = 0; c < r.size(); ++c) {
+      out += r[c];
+      if (c + 1 < r.size()) {
+        out.append(widths[c] - r[c].size() + 3, ' ');
+      }
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace kmodd::cli

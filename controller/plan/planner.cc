@@ -1,1 +1,283 @@
+#include "controller/plan/planner.h"
 
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "controller/plan/kernel_version.h"
+#include "controller/plan/selection.h"
+
+namespace kmodd::plan {
+
+namespace {
+
+Decision Skip(SkipReason reason, std::string detail = {}) {
+  Decision d;
+  d.kind = Decision::Kind::kSkip;
+  d.reason = reason;
+  d.detail = std::move(detail);
+  return d;
+}
+
+Decision WithConfig(Decision::Kind kind, std::shared_ptr<const ResolvedConfig> config) {
+  Decision d;
+  d.kind = kind;
+  d.config = std::move(config);
+  return d;
+}
+
+}  // namespace
+
+bool Decision::SameDesired(const Decision& other) const {
+  if (Runs() != other.Runs()) {
+    return false;
+  }
+  return !Runs() || config == other.config || *config == *other.config;
+}
+
+std::string VersionLabelKey(const api::Module& m) {
+  return absl::StrCat("kmm.node.kubernetes.io/version-module.", m.metadata.namespace_, ".",
+                      m.metadata.name);
+}
+
+std::string DescribeSkip(const api::Module& m, const api::Node& n, SkipReason reason,
+                         const std::string& detail) {
+  switch (reason) {
+    case SkipReason::kNoModuleLoader:
+      return "the Module has no moduleLoader (device plugin or DRA only)";
+    case SkipReason::kSelector: {
+      // Recomputed here rather than stored: most pairs are selector misses, and a plan of
+      // thousands of nodes should not carry a string for each.
+      const auto key = FirstSelectorMismatch(m.spec.selector, n.metadata.labels);
+      if (!key) {
+        return "selector: no longer matches";
+      }
+      return absl::StrCat("selector: node lacks label ", *key, "=\"", m.spec.selector.at(*key),
+                          "\"");
+    }
+    case SkipReason::kTaint:
+      return absl::StrCat("untolerated NoExecute taint ", detail);
+    case SkipReason::kNoKernel:
+      return "the node reports no kernel version (status.nodeInfo.kernelVersion)";
+    case SkipReason::kNoMapping:
+      return absl::StrCat("no kernel mapping matches kernel ", detail);
+    case SkipReason::kMappingError:
+      return absl::StrCat("mapping error: ", detail);
+    case SkipReason::kNoVersionLabel:
+      return absl::StrCat("version ", m.spec.module_loader->container.version,
+                          " is set and the node has no label ", VersionLabelKey(m));
+    case SkipReason::kVersionMismatch:
+      return absl::StrCat("the node is labelled for version ", detail, ", the Module is at ",
+                          m.spec.module_loader->container.version,
+                          ", and this node was never planned with ", detail);
+  }
+  return "unknown";
+}
+
+uint32_t Planner::InternKernel(const std::string& trimmed_kernel) {
+  if (kernels_.empty()) {
+    kernels_.emplace_back();  // id 0: no kernel
+  }
+  if (trimmed_kernel.empty()) {
+    return 0;
+  }
+  auto [it, inserted] =
+      kernel_ids_.emplace(trimmed_kernel, static_cast<uint32_t>(kernels_.size()));
+  if (inserted) {
+    kernels_.push_back(trimmed_kernel);
+  }
+  return it->second;
+}
+
+const Decision& Planner::ResolveForKernel(const ModuleSlot& m, uint32_t kernel_id) const {
+  if (m.by_kernel.size() <= kernel_id) {
+    m.by_kernel.resize(kernels_.size());
+  }
+  auto& cached = m.by_kernel[kernel_id];
+  if (!cached) {
+    const std::string& kernel = kernels_[kernel_id];
+    auto r = m.compiled->Resolve(kernel);
+    if (!r.ok()) {
+      cached = Skip(SkipReason::kMappingError, std::string(r.status().message()));
+    } else if (!r->has_value()) {
+      cached = Skip(SkipReason::kNoMapping, kernel);
+    } else {
+      cached = WithConfig(Decision::Kind::kRun,
+                          std::make_shared<const ResolvedConfig>(std::move(**r)));
+    }
+  }
+  return *cached;
+}
+
+Decision Planner::Decide(const ModuleSlot& m, const NodeSlot& n, const Decision& previous) const {
+  const api::Module& mod = m.compiled->module();
+  const api::Node& node = *n.node;
+  if (!mod.spec.module_loader) {
+    return Skip(SkipReason::kNoModuleLoader);
+  }
+  if (FirstSelectorMismatch(mod.spec.selector, node.metadata.labels)) {
+    return Skip(SkipReason::kSelector);
+  }
+  if (const api::Taint* t = FirstUntoleratedNoExecute(node.taints, mod.spec.tolerations)) {
+    return Skip(SkipReason::kTaint, absl::StrCat(t->key, "=", t->value, ":", t->effect));
+  }
+  if (n.kernel_id == 0) {
+    return Skip(SkipReason::kNoKernel);
+  }
+  const Decision& resolved = ResolveForKernel(m, n.kernel_id);
+  if (!resolved.Runs() || m.version_label.empty()) {
+    return resolved;
+  }
+  auto label = node.metadata.labels.find(m.version_label);
+  if (label == node.metadata.labels.end()) {
+    return Skip(SkipReason::kNoVersionLabel);
+  }
+  if (label->second == resolved.config->version) {
+    return resolved;
+  }
+  if (previous.Runs() && previous.config->version == label->second &&
+      previous.config->kernel_version == kernels_[n.kernel_id]) {
+    return WithConfig(Decision::Kind::kHold, previous.config);
+  }
+  return Skip(SkipReason::kVersionMismatch, label->second);
+}
+
+std::vector<std::string> Planner::RecomputeModule(size_t slot) {
+  std::vector<std::string> changed;
+  const ModuleSlot& m = modules_[slot];
+  for (const auto& [name, node_slot] : node_index_) {  // sorted: `changed` comes out sorted
+    NodeSlot& n = nodes_[node_slot];
+    if (n.decisions.size() <= slot) {
+      n.decisions.resize(modules_.size());
+    }
+    Decision d = m.compiled ? Decide(m, n, n.decisions[slot]) : Decision{};
+    if (!d.SameDesired(n.decisions[slot])) {
+      changed.push_back(name);
+    }
+    n.decisions[slot] = std::move(d);
+  }
+  return changed;
+}
+
+std::vector<std::string> Planner::SetModule(api::Module m) {
+  const std::string key = m.Key();
+  size_t slot;
+  if (auto it = module_index_.find(key); it != module_index_.end()) {
+    slot = it->second;
+  } else if (!free_modules_.empty()) {
+    slot = free_modules_.back();
+    free_modules_.pop_back();
+    module_index_.emplace(key, slot);
+  } else {
+    slot = modules_.size();
+    modules_.emplace_back();
+    module_index_.emplace(key, slot);
+  }
+  ModuleSlot& ms = modules_[slot];
+  const bool versioned = m.spec.module_loader && !m.spec.module_loader->container.version.empty();
+  ms.version_label = versioned ? VersionLabelKey(m) : std::string();
+  ms.compiled = std::make_unique<CompiledModule>(std::move(m));
+  ms.by_kernel.clear();
+  return RecomputeModule(slot);
+}
+
+std::vector<std::string> Planner::RemoveModule(const std::string& namespace_name) {
+  auto it = module_index_.find(namespace_name);
+  if (it == module_index_.end()) {
+    return {};
+  }
+  const size_t slot = it->second;
+  module_index_.erase(it);
+  modules_[slot] = ModuleSlot{};
+  auto changed = RecomputeModule(slot);  // every node now holds an empty decision
+  free_modules_.push_back(slot);
+  return changed;
+}
+
+std::vector<std::string> Planner::SetNode(api::Node n) {
+  const std::string name = n.metadata.name;
+  size_t slot;
+  if (auto it = node_index_.find(name); it != node_index_.end()) {
+    slot = it->second;
+  } else if (!free_nodes_.empty()) {
+    slot = free_nodes_.back();
+    free_nodes_.pop_back();
+    node_index_.emplace(name, slot);
+    nodes_[slot] = NodeSlot{};
+  } else {
+    slot = nodes_.size();
+    nodes_.emplace_back();
+    node_index_.emplace(name, slot);
+  }
+  NodeSlot& ns = nodes_[slot];
+  ns.kernel_id = InternKernel(std::string(TrimKernelPlus(n.node_info.kernel_version)));
+  ns.node = std::make_unique<api::Node>(std::move(n));
+  ns.decisions.resize(modules_.size());
+  bool changed = false;
+  for (const auto& [key, mslot] : module_index_) {
+    Decision d = Decide(modules_[mslot], ns, ns.decisions[mslot]);
+    if (!d.SameDesired(ns.decisions[mslot])) {
+      changed = true;
+    }
+    ns.decisions[mslot] = std::move(d);
+  }
+  return changed ? std::vector<std::string>{name} : std::vector<std::string>{};
+}
+
+std::vector<std::string> Planner::RemoveNode(const std::string& name) {
+  auto it = node_index_.find(name);
+  if (it == node_index_.end()) {
+    return {};
+  }
+  nodes_[it->second] = NodeSlot{};
+  free_nodes_.push_back(it->second);
+  node_index_.erase(it);
+  return {name};
+}
+
+NodePlan Planner::BuildPlan(const NodeSlot& n) const {
+  NodePlan p;
+  p.node = n.node.get();
+  for (const auto& [key, mslot] : module_index_) {
+    const api::Module* mod = &modules_[mslot].compiled->module();
+    const Decision& d = n.decisions[mslot];
+    if (d.Runs()) {
+      p.modules.push_back(DesiredModule{mod, d.config, d.kind == Decision::Kind::kHold});
+    } else {
+      p.skipped.push_back(SkippedModule{mod, d.reason, d.detail});
+    }
+  }
+  return p;
+}
+
+std::optional<NodePlan> Planner::PlanFor(const std::string& node) const {
+  auto it = node_index_.find(node);
+  if (it == node_index_.end()) {
+    return std::nullopt;
+  }
+  return BuildPlan(nodes_[it->second]);
+}
+
+std::vector<NodePlan> Planner::PlanAll() const {
+  std::vector<NodePlan> out;
+  out.reserve(node_index_.size());
+  for (const auto& [name, slot] : node_index_) {
+    out.push_back(BuildPlan(nodes_[slot]));
+  }
+  return out;
+}
+
+PlanResult PlanOnce(std::vector<api::Module> modules, std::vector<api::Node> nodes) {
+  PlanResult r;
+  r.planner = std::make_unique<Planner>();
+  // Nodes first: each module is then decided for every node in one pass.
+  for (auto& n : nodes) {
+    r.planner->SetNode(std::move(n));
+  }
+  for (auto& m : modules) {
+    r.planner->SetModule(std::move(m));
+  }
+  r.nodes = r.planner->PlanAll();
+  return r;
+}
+
+}  // namespace kmodd::plan

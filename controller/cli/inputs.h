@@ -1,0 +1,25 @@
+#pragma once
+
+// Reading Module and Node documents from the paths given on the command line.
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "controller/api/decode.h"
+
+namespace kmodd::cli {
+
+// Decodes every file named, and every *.yaml, *.yml and *.json file directly inside each
+// directory named (sorted, so that diagnostics come in a stable order). An unreadable path
+// is an error diagnostic.
+api::Decoded DecodePaths(const std::vector<std::string>& paths);
+
+// Validates every decoded Module, adds their errors to `d.errors` (located at the Module's
+// file), drops invalid Modules, and reports a Module defined twice.
+void ValidateDecoded(api::Decoded& d);
+
+// Prints warnings then errors, one per line.
+void PrintDiagnostics(const api::Decoded& d, std::ostream& err);
+
+}  // namespace kmodd::cli

@@ -1,0 +1,24 @@
+#pragma once
+
+// How a plan is printed: a `v1 List` of KMM NodeModulesConfig objects (yaml/json), or a
+// table for people that also says why each untargeted node is untargeted.
+
+#include <string>
+#include <vector>
+
+#include "common/value.h"
+#include "controller/plan/planner.h"
+
+namespace kmodd::cli {
+
+// The NodeModulesConfig of one node (KMM's shape: spec.modules[] with name, namespace,
+// imageRepoSecret, serviceAccountName, version, tolerations and config).
+Value NodeModulesConfigValue(const plan::NodePlan& p);
+
+// A v1 List of the NodeModulesConfigs of every node that runs at least one module.
+Value PlanListValue(const std::vector<plan::NodePlan>& plans);
+
+// One row per (node, module): what runs, what is held, and why the rest does not run.
+std::string PlanTable(const std::vector<plan::NodePlan>& plans);
+
+}  // namespace kmodd::cli

@@ -1,0 +1,29 @@
+#pragma once
+
+// Which nodes a Module may run on: selector label equality, and NoExecute taints.
+// Unlike KMM, cordoning (spec.unschedulable) and NoSchedule taints do not take modules
+// away from a node: a module is not a pod, and unloading a NIC or storage driver because
+// a node was cordoned for maintenance is the opposite of what the operator wanted.
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "controller/api/module.h"
+#include "controller/api/node.h"
+
+namespace kmodd::plan {
+
+// The first selector key the node's labels do not satisfy, or nullopt when all match.
+std::optional<std::string> FirstSelectorMismatch(const std::map<std::string, std::string>& selector,
+                                                 const std::map<std::string, std::string>& labels);
+
+// Kubernetes' toleration matching (core/v1 Toleration.ToleratesTaint).
+bool Tolerates(const api::Toleration& t, const api::Taint& taint);
+
+// The first NoExecute taint of the node that none of the tolerations tolerate.
+const api::Taint* FirstUntoleratedNoExecute(const std::vector<api::Taint>& taints,
+                                            const std::vector<api::Toleration>& tolerations);
+
+}  // namespace kmodd::plan

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# End-to-end checks of the kmodd-controller CLI on the examples and on broken input.
+# usage: cli_test.sh BIN_DIR REPO_ROOT CASE
+set -uo pipefail
+bin="$1/kmodd-controller"
+root="$2"
+case_name="$3"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+fail() { echo "FAIL: $*"; exit 1; }
+expect_rc() {  # expect_rc WANT CMD...
+  local want=$1; shift
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  [ "$rc" -eq "$want" ] || { cat "$tmp/out" "$tmp/err"; fail "exit $rc, want $want: $*"; }
+}
+expect_in() {  # expect_in FILE TEXT
+  grep -qF -- "$2" "$1" || { cat "$1"; fail "missing in $(basename "$1"): $2"; }
+}
+
+case "$case_name" in
+  examples-validate)
+    expect_rc 0 "$bin" validate -f "$root/examples/modules"
+    expect_in "$tmp/out" "4 Module(s) valid"
+    ;;
+  examples-plan-golden)
+    for fmt in yaml json table; do
+      expect_rc 0 "$bin" plan --modules "$root/examples/modules" --nodes "$root/examples/nodes.yaml" -o "$fmt"
+      diff -u "$root/tests/cli/golden/examples-plan.$fmt" "$tmp/out" || fail "plan -o $fmt differs from golden"
+    done
+    ;;
+  plan-json-is-json)
+    expect_rc 0 "$bin" plan --modules "$root/examples/modules" --nodes "$root/examples/nodes.yaml" -o json
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["kind"]=="List" and d["items"]' "$tmp/out" \
+      || fail "plan -o json is not a JSON List"
+    ;;
+  invalid-reports-paths)
+    expect_rc 1 "$bin" validate -f "$root/tests/cli/data/invalid.yaml"
+    expect_in "$tmp/err" "invalid.yaml:10: Module ops/broken: spec.moduleLoader.container.kernelMappings[0].regexp:"
+    expect_in "$tmp/err" "Module ops/broken: spec.moduleLoader.container.kernelMappings[1].containerImage"
+    expect_in "$tmp/err" "Module ops/typed: spec.moduleLoader.container.modprobe.firmwarePath: expected a string, got a number"
+    expect_in "$tmp/err" "Module ops/typed: spec.moduleLoader.container.kernelMappings[0].regexp: expected a string, got a list"
+    expect_in "$tmp/err" "warning: $root/tests/cli/data/invalid.yaml:24: Module ops/typed: spec.moduleLoader.container.kernalMappings: unknown field"
+    ;;
+  invalid-plan-exits-1)
+    expect_rc 1 "$bin" plan --modules "$root/tests/cli/data/invalid.yaml" --nodes "$root/examples/nodes.yaml"
+    expect_in "$tmp/err" "no plan"
+    [ ! -s "$tmp/out" ] || fail "plan printed output despite invalid Modules"
+    ;;
+  usage-errors)
+    expect_rc 2 "$bin" plan --modules "$root/examples/modules"
+    expect_in "$tmp/err" "both --modules and --nodes are required"
+    expect_rc 2 "$bin" plan --modules "$root/examples/modules" --nodes "$root/examples/nodes.yaml" -o xml
+    expect_rc 1 "$bin" validate -f "$tmp/does-not-exist.yaml"
+    expect_in "$tmp/err" "does-not-exist.yaml: cannot open"
+    expect_rc 2 "$bin" frobnicate
+    ;;
+  *)
+    fail "unknown case $case_name"
+    ;;
+esac
+echo "ok: $case_name"
