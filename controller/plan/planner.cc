@@ -88,6 +88,50 @@ uint32_t Planner::InternKernel(const std::string& trimmed_kernel) {
   return it->second;
 }
 
+const std::vector<size_t>& Planner::NodeOrder() {
+  if (node_order_.empty()) {  // cleared whenever a node is added or removed
+    node_order_.reserve(node_index_.size());
+    for (const auto& [name, slot] : node_index_) {
+      node_order_.push_back(slot);
+    }
+  }
+  return node_order_;
+}
+
+uint32_t Planner::InternLabel(const std::string& s) {
+  auto [it, inserted] = label_ids_.emplace(s, static_cast<uint32_t>(label_strings_.size()));
+  if (inserted) {
+    label_strings_.push_back(&it->first);  // node keys of unordered_map are stable
+    key_used_.push_back(false);
+  }
+  return it->second;
+}
+
+bool Planner::UseKey(uint32_t key) {
+  if (key_used_[key]) {
+    return false;
+  }
+  key_used_[key] = true;
+  return true;
+}
+
+Planner::LabelIds Planner::IndexLabels(const api::Node& n) {
+  LabelIds ids;
+  for (const auto& [k, v] : n.metadata.labels) {
+    auto it = label_ids_.find(k);
+    if (it != label_ids_.end() && key_used_[it->second]) {
+      ids.emplace_back(it->second, InternLabel(v));
+    }
+  }
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+uint32_t Planner::Find(const LabelIds& labels, uint32_t key) {
+  auto it = std::lower_bound(labels.begin(), labels.end(), std::make_pair(key, uint32_t{0}));
+  return it != labels.end() && it->first == key ? it->second : kNoId;
+}
+
 const Decision& Planner::ResolveForKernel(const ModuleSlot& m, uint32_t kernel_id) const {
   if (m.by_kernel.size() <= kernel_id) {
     m.by_kernel.resize(kernels_.size());
@@ -114,8 +158,10 @@ Decision Planner::Decide(const ModuleSlot& m, const NodeSlot& n, const Decision&
   if (!mod.spec.module_loader) {
     return Skip(SkipReason::kNoModuleLoader);
   }
-  if (FirstSelectorMismatch(mod.spec.selector, node.metadata.labels)) {
-    return Skip(SkipReason::kSelector);
+  for (const auto& [key, value] : m.selector) {
+    if (Find(n.labels, key) != value) {
+      return Skip(SkipReason::kSelector);
+    }
   }
   if (const api::Taint* t = FirstUntoleratedNoExecute(node.taints, mod.spec.tolerations)) {
     return Skip(SkipReason::kTaint, absl::StrCat(t->key, "=", t->value, ":", t->effect));
@@ -124,34 +170,36 @@ Decision Planner::Decide(const ModuleSlot& m, const NodeSlot& n, const Decision&
     return Skip(SkipReason::kNoKernel);
   }
   const Decision& resolved = ResolveForKernel(m, n.kernel_id);
-  if (!resolved.Runs() || m.version_label.empty()) {
+  if (!resolved.Runs() || m.version_key == kNoId) {
     return resolved;
   }
-  auto label = node.metadata.labels.find(m.version_label);
-  if (label == node.metadata.labels.end()) {
+  const uint32_t label = Find(n.labels, m.version_key);
+  if (label == kNoId) {
     return Skip(SkipReason::kNoVersionLabel);
   }
-  if (label->second == resolved.config->version) {
+  if (label == m.version_value) {
     return resolved;
   }
-  if (previous.Runs() && previous.config->version == label->second &&
+  const std::string& labelled = *label_strings_[label];
+  if (previous.Runs() && previous.config->version == labelled &&
       previous.config->kernel_version == kernels_[n.kernel_id]) {
     return WithConfig(Decision::Kind::kHold, previous.config);
   }
-  return Skip(SkipReason::kVersionMismatch, label->second);
+  return Skip(SkipReason::kVersionMismatch, labelled);
 }
 
 std::vector<std::string> Planner::RecomputeModule(size_t slot) {
   std::vector<std::string> changed;
   const ModuleSlot& m = modules_[slot];
-  for (const auto& [name, node_slot] : node_index_) {  // sorted: `changed` comes out sorted
+  for (const size_t node_slot : NodeOrder()) {  // by name: `changed` comes out sorted
     NodeSlot& n = nodes_[node_slot];
     if (n.decisions.size() <= slot) {
-      n.decisions.resize(modules_.size());
+      // Grow geometrically: a full plan adds Modules one by one to every node.
+      n.decisions.resize(std::max(modules_.size(), n.decisions.size() * 2));
     }
     Decision d = m.compiled ? Decide(m, n, n.decisions[slot]) : Decision{};
     if (!d.SameDesired(n.decisions[slot])) {
-      changed.push_back(name);
+      changed.push_back(n.node->metadata.name);
     }
     n.decisions[slot] = std::move(d);
   }
@@ -173,8 +221,25 @@ std::vector<std::string> Planner::SetModule(api::Module m) {
     module_index_.emplace(key, slot);
   }
   ModuleSlot& ms = modules_[slot];
-  const bool versioned = m.spec.module_loader && !m.spec.module_loader->container.version.empty();
-  ms.version_label = versioned ? VersionLabelKey(m) : std::string();
+  bool new_keys = false;
+  ms.selector.clear();
+  for (const auto& [k, v] : m.spec.selector) {
+    const uint32_t key = InternLabel(k);
+    new_keys = UseKey(key) || new_keys;
+    ms.selector.emplace_back(key, InternLabel(v));
+  }
+  ms.version_key = kNoId;
+  ms.version_value = kNoId;
+  if (m.spec.module_loader && !m.spec.module_loader->container.version.empty()) {
+    ms.version_key = InternLabel(VersionLabelKey(m));
+    new_keys = UseKey(ms.version_key) || new_keys;
+    ms.version_value = InternLabel(m.spec.module_loader->container.version);
+  }
+  if (new_keys) {  // nodes were indexed without these keys
+    for (auto& [name, node_slot] : node_index_) {
+      nodes_[node_slot].labels = IndexLabels(*nodes_[node_slot].node);
+    }
+  }
   ms.compiled = std::make_unique<CompiledModule>(std::move(m));
   ms.by_kernel.clear();
   return RecomputeModule(slot);
@@ -202,14 +267,17 @@ std::vector<std::string> Planner::SetNode(api::Node n) {
     slot = free_nodes_.back();
     free_nodes_.pop_back();
     node_index_.emplace(name, slot);
+    node_order_.clear();
     nodes_[slot] = NodeSlot{};
   } else {
     slot = nodes_.size();
     nodes_.emplace_back();
     node_index_.emplace(name, slot);
+    node_order_.clear();
   }
   NodeSlot& ns = nodes_[slot];
   ns.kernel_id = InternKernel(std::string(TrimKernelPlus(n.node_info.kernel_version)));
+  ns.labels = IndexLabels(n);
   ns.node = std::make_unique<api::Node>(std::move(n));
   ns.decisions.resize(modules_.size());
   bool changed = false;
@@ -231,6 +299,7 @@ std::vector<std::string> Planner::RemoveNode(const std::string& name) {
   nodes_[it->second] = NodeSlot{};
   free_nodes_.push_back(it->second);
   node_index_.erase(it);
+  node_order_.clear();
   return {name};
 }
 

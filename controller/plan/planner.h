@@ -98,19 +98,34 @@ class Planner {
   size_t NodeCount() const { return node_index_.size(); }
 
  private:
+  // Label keys and values as interned ids, sorted by key id. Only keys that some Module
+  // selects on (or versions by) are indexed, so per-node strings such as hostnames stay
+  // out of the table unless a Module asks for them.
+  using LabelIds = std::vector<std::pair<uint32_t, uint32_t>>;
+  static constexpr uint32_t kNoId = UINT32_MAX;
+
   struct ModuleSlot {
     std::unique_ptr<CompiledModule> compiled;
-    std::string version_label;
+    LabelIds selector;
+    uint32_t version_key = kNoId;    // the version label, when `version` is set
+    uint32_t version_value = kNoId;  // the Module's version
     // Resolution per interned kernel id; filled lazily.
     mutable std::vector<std::optional<Decision>> by_kernel;
   };
   struct NodeSlot {
     std::unique_ptr<api::Node> node;
+    LabelIds labels;
     uint32_t kernel_id = 0;
     std::vector<Decision> decisions;  // indexed by module slot
   };
 
+  const std::vector<size_t>& NodeOrder();
   uint32_t InternKernel(const std::string& trimmed_kernel);
+  uint32_t InternLabel(const std::string& s);
+  // Marks a key as used by a Module; true if it was not before.
+  bool UseKey(uint32_t key);
+  LabelIds IndexLabels(const api::Node& n);
+  static uint32_t Find(const LabelIds& labels, uint32_t key);
   const Decision& ResolveForKernel(const ModuleSlot& m, uint32_t kernel_id) const;
   Decision Decide(const ModuleSlot& m, const NodeSlot& n, const Decision& previous) const;
   // Recomputes one module on every node; returns the changed nodes.
@@ -124,6 +139,11 @@ class Planner {
   std::vector<NodeSlot> nodes_;
   std::vector<size_t> free_nodes_;
   std::map<std::string, size_t> node_index_;  // name -> slot, sorted
+  std::vector<size_t> node_order_;            // node_index_'s slots in order; empty when stale
+
+  std::unordered_map<std::string, uint32_t> label_ids_;
+  std::vector<const std::string*> label_strings_;  // by id, pointing into label_ids_ keys
+  std::vector<bool> key_used_;                     // by id
 
   std::unordered_map<std::string, uint32_t> kernel_ids_;
   std::vector<std::string> kernels_;  // by id; id 0 is "no kernel reported"

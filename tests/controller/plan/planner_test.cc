@@ -196,3 +196,19 @@ TEST_CASE("a plan lists modules sorted by namespace/name whatever the input orde
   CHECK(r.nodes[0].modules[1].module->Key() == "ns/mid");
   CHECK(r.nodes[0].modules[2].module->Key() == "ns/zeta");
 }
+
+TEST_CASE("selectors match whichever of Modules and Nodes arrives first") {
+  Planner p;
+  p.SetModule(ModuleFromYaml(LoaderModule("by-role", kAnyKernel, "  selector: {role: gpu}\n")));
+  CHECK(p.SetNode(MakeNode("a", "6.1.0-1", {{"role", "gpu"}, {"zone", "z1"}})) ==
+        std::vector<std::string>{"a"});
+  // A Module selecting on a key no Module used before still sees the existing node's label.
+  CHECK(p.SetModule(ModuleFromYaml(LoaderModule("by-zone", kAnyKernel, "  selector: {zone: z1}\n"))) ==
+        std::vector<std::string>{"a"});
+  CHECK(Outcome(p, "a", "ns/by-zone") == "run:reg/drv:6.1.0-1");
+  // Relabelling the node moves it between Modules.
+  CHECK(p.SetNode(MakeNode("a", "6.1.0-1", {{"role", "cpu"}, {"zone", "z1"}})) ==
+        std::vector<std::string>{"a"});
+  CHECK(Outcome(p, "a", "ns/by-role") == SkipOf(SkipReason::kSelector));
+  CHECK(Outcome(p, "a", "ns/by-zone") == "run:reg/drv:6.1.0-1");
+}
