@@ -25,6 +25,25 @@ Decision WithConfig(Decision::Kind kind, std::shared_ptr<const ResolvedConfig> c
   return d;
 }
 
+// The slot of `key`, or a fresh one (reused from `free` or appended) registered for it.
+template <typename Slot>
+size_t AcquireSlot(const std::string& key, std::map<std::string, size_t>& index,
+                   std::vector<size_t>& free, std::vector<Slot>& slots) {
+  if (auto it = index.find(key); it != index.end()) {
+    return it->second;
+  }
+  size_t slot = slots.size();
+  if (free.empty()) {
+    slots.emplace_back();
+  } else {
+    slot = free.back();
+    free.pop_back();
+    slots[slot] = Slot{};
+  }
+  index.emplace(key, slot);
+  return slot;
+}
+
 }  // namespace
 
 bool Decision::SameDesired(const Decision& other) const {
@@ -207,19 +226,7 @@ std::vector<std::string> Planner::RecomputeModule(size_t slot) {
 }
 
 std::vector<std::string> Planner::SetModule(api::Module m) {
-  const std::string key = m.Key();
-  size_t slot;
-  if (auto it = module_index_.find(key); it != module_index_.end()) {
-    slot = it->second;
-  } else if (!free_modules_.empty()) {
-    slot = free_modules_.back();
-    free_modules_.pop_back();
-    module_index_.emplace(key, slot);
-  } else {
-    slot = modules_.size();
-    modules_.emplace_back();
-    module_index_.emplace(key, slot);
-  }
+  const size_t slot = AcquireSlot(m.Key(), module_index_, free_modules_, modules_);
   ModuleSlot& ms = modules_[slot];
   bool new_keys = false;
   ms.selector.clear();
@@ -260,19 +267,9 @@ std::vector<std::string> Planner::RemoveModule(const std::string& namespace_name
 
 std::vector<std::string> Planner::SetNode(api::Node n) {
   const std::string name = n.metadata.name;
-  size_t slot;
-  if (auto it = node_index_.find(name); it != node_index_.end()) {
-    slot = it->second;
-  } else if (!free_nodes_.empty()) {
-    slot = free_nodes_.back();
-    free_nodes_.pop_back();
-    node_index_.emplace(name, slot);
-    node_order_.clear();
-    nodes_[slot] = NodeSlot{};
-  } else {
-    slot = nodes_.size();
-    nodes_.emplace_back();
-    node_index_.emplace(name, slot);
+  const size_t known = node_index_.size();
+  const size_t slot = AcquireSlot(name, node_index_, free_nodes_, nodes_);
+  if (node_index_.size() != known) {
     node_order_.clear();
   }
   NodeSlot& ns = nodes_[slot];
