@@ -214,6 +214,30 @@ void ReadNode(YamlReader& r, Node& n) {
   });
 }
 
+void ReadModuleConfig(YamlReader& r, ModuleConfig& c) {
+  r.String("kernelVersion", c.kernel_version);
+  r.String("containerImage", c.container_image);
+  r.String("imagePullPolicy", c.image_pull_policy);
+  r.Bool("insecurePull", c.insecure_pull);
+  r.StringList("inTreeModulesToRemove", c.in_tree_modules_to_remove);
+  std::string single;  // KMM's deprecated single form, folded into the list
+  r.String("inTreeModuleToRemove", single);
+  if (!single.empty()) {
+    c.in_tree_modules_to_remove.push_back(single);
+  }
+  r.Object("modprobe", c.modprobe, ReadModprobe);
+}
+
+void ReadNodeModule(YamlReader& r, NodeModuleSpec& m) {
+  r.String("name", m.name);
+  r.String("namespace", m.namespace_);
+  r.OptionalObject("imageRepoSecret", m.image_repo_secret, ReadRef);
+  r.String("serviceAccountName", m.service_account_name);
+  r.ObjectList("tolerations", m.tolerations, ReadToleration);
+  r.String("version", m.version);
+  r.Object("config", m.config, ReadModuleConfig);
+}
+
 struct TypeMeta {
   std::string api_version;
   std::string kind;
@@ -259,7 +283,8 @@ void DecodeObject(const YAML::Node& doc, const std::string& path, ReadContext& c
   top.String("kind", tm.kind);
   const std::string where = path.empty() ? "" : path + ".";
   if (tm.kind.empty()) {
-    ctx.Error(doc, where + "kind", "missing; expected Module, Node or a List of them");
+    ctx.Error(doc, where + "kind",
+              "missing; expected Module, Node, NodeModulesConfig or a List of them");
     return;
   }
   if (tm.kind == "List" || (tm.kind.size() > 4 && tm.kind.ends_with("List"))) {
@@ -292,6 +317,37 @@ void DecodeObject(const YAML::Node& doc, const std::string& path, ReadContext& c
     r.Finish();
     if (ctx.errors.size() == errors_before) {
       out.modules.push_back(Located<Module>{std::move(m), ctx.source, line, std::move(ctx.lines)});
+    }
+    return;
+  }
+  if (tm.kind == "NodeModulesConfig") {
+    if (tm.api_version != kGroupVersion) {
+      ctx.Error(doc, where + "apiVersion",
+                absl::StrCat("\"", tm.api_version,
+                             "\" is not supported for kind NodeModulesConfig; use ", kGroupVersion));
+      return;
+    }
+    const size_t errors_before = ctx.errors.size();
+    NodeModulesConfig c;
+    YamlReader r(ctx, doc, "", /*warn_unknown=*/true);
+    r.Ignore("apiVersion");
+    r.Ignore("kind");
+    r.Ignore("status");
+    r.Object("metadata", c.metadata, ReadMeta);
+    ctx.object = absl::StrCat("NodeModulesConfig ", c.metadata.name);
+    r.Object("spec", c, [](YamlReader& s, NodeModulesConfig& nmc) {
+      s.ObjectList("modules", nmc.modules, ReadNodeModule);
+    });
+    r.Finish();
+    for (size_t i = 0; i < c.modules.size(); ++i) {
+      if (c.modules[i].name.empty() || c.modules[i].namespace_.empty()) {
+        ctx.Error(doc, absl::StrCat("spec.modules[", i, "]"),
+                  "name and namespace are required");
+      }
+    }
+    if (ctx.errors.size() == errors_before) {
+      out.node_modules_configs.push_back(
+          Located<NodeModulesConfig>{std::move(c), ctx.source, line, {}});
     }
     return;
   }

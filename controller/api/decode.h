@@ -14,6 +14,7 @@
 #include "controller/api/diagnostic.h"
 #include "controller/api/module.h"
 #include "controller/api/node.h"
+#include "controller/api/node_modules_config.h"
 
 namespace kmodd::api {
 
@@ -42,12 +43,14 @@ struct Located {
 struct Decoded {
   std::vector<Located<Module>> modules;
   std::vector<Located<Node>> nodes;
+  std::vector<Located<NodeModulesConfig>> node_modules_configs;
   std::vector<Diagnostic> errors;
   std::vector<Diagnostic> warnings;
 };
 
 // Decodes every document in `text`; `source` names it in diagnostics. Objects with
-// errors are not returned. Kinds other than Module and Node are skipped with a warning.
+// errors are not returned. Kinds other than Module, Node and NodeModulesConfig are
+// skipped with a warning.
 Decoded DecodeDocuments(std::string_view text, std::string_view source);
 
 // Appends the decoding of `text` to `into`.

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include "common/file.h"
 #include "controller/api/decode.h"
 
 using kmodd::api::Decoded;
@@ -309,4 +310,26 @@ apiVersion: kmm.sigs.x-k8s.io/v1beta1
 kind: Module
 metadata: {name: b}
 )").ok());
+}
+
+TEST_CASE("the planner's NodeModulesConfig output decodes back, as the agent reads it") {
+  auto text = kmodd::ReadFile(std::string(KMODD_SOURCE_DIR) + "/tests/cli/golden/examples-plan.yaml");
+  REQUIRE(text.ok());
+  auto d = DecodeDocuments(*text, "examples-plan.yaml");
+  INFO(Messages(d.errors) << Messages(d.warnings));
+  REQUIRE(d.errors.empty());
+  CHECK(d.warnings.empty());
+  REQUIRE(d.node_modules_configs.size() == 5);
+  const auto& gpu = d.node_modules_configs[0].object;
+  CHECK(gpu.metadata.name == "gpu-1");
+  REQUIRE(gpu.modules.size() == 1);
+  const auto& m = gpu.modules[0];
+  CHECK(m.Key() == "intel-gpu/gpu-xe");
+  CHECK(m.image_repo_secret->name == "intel-registry");
+  CHECK(m.config.kernel_version == "6.12.9");
+  CHECK(m.config.insecure_pull);
+  CHECK(m.config.in_tree_modules_to_remove == std::vector<std::string>{"xe", "i915"});
+  CHECK(m.config.modprobe.module_name == "xe");
+  CHECK(m.config.modprobe.firmware_path == "/firmware");
+  CHECK(m.config.modprobe.modules_loading_order->size() == 3);
 }
