@@ -1,0 +1,240 @@
+// kmodd-agent apply: one-shot reconcile of a NodeModulesConfig on this node.
+
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/file.h"
+#include "common/value.h"
+#include "controller/api/decode.h"
+#include "firmware/stager.h"
+#include "node-agent/cli/commands.h"
+#include "node-agent/kernel/errors.h"
+#include "node-agent/kernel/kmod_kernel.h"
+#include "node-agent/reconcile/executor.h"
+#include "node-agent/reconcile/plan.h"
+
+namespace kmodd::agent {
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: kmodd-agent apply -f DESIRED.yaml [--state-dir DIR] [--firmware-dir DIR]\n"
+    "                         [--firmware-class-path] [-o yaml|json]\n"
+    "  DESIRED is one NodeModulesConfig as `kmodd-controller plan` prints it (or a List\n"
+    "  holding one). Reconciles until converged or failed, prints the observed state, and\n"
+    "  exits 0 iff converged. An empty module list unloads what kmodd loaded, only that.\n"
+    "  --firmware-class-path  point the kernel's firmware_class.path at the firmware dir\n"
+    "                         while any module needs firmware (restored afterwards)\n";
+
+constexpr int kMaxRounds = 6;
+
+struct ApplyOptions {
+  std::string file;
+  std::string state_dir = "/var/lib/kmodd";
+  std::string firmware_dir = "/var/lib/firmware";
+  bool firmware_class_path = false;
+  std::string format = "yaml";
+};
+
+class StagerStore : public reconcile::FirmwareStore {
+ public:
+  explicit StagerStore(firmware::Stager stager) : stager_(std::move(stager)) {}
+  absl::StatusOr<std::vector<std::string>> Stage(const std::string& owner,
+                                                 const std::string& source_dir) override {
+    return stager_.Stage(owner, source_dir);
+  }
+  absl::Status Release(const std::string& owner) override { return stager_.Release(owner); }
+
+ private:
+  firmware::Stager stager_;
+};
+
+absl::StatusOr<api::NodeModulesConfig> ReadDesired(const std::string& path) {
+  auto text = ReadFile(path);
+  if (!text.ok()) {
+    return text.status();
+  }
+  api::Decoded d = api::DecodeDocuments(*text, path);
+  for (const auto& w : d.warnings) {
+    std::cerr << "warning: " << w.ToString() << "\n";
+  }
+  if (!d.errors.empty()) {
+    std::string msg;
+    for (const auto& e : d.errors) {
+      absl::StrAppend(&msg, msg.empty() ? "" : "; ", e.ToString());
+    }
+    return absl::InvalidArgumentError(msg);
+  }
+  if (d.node_modules_configs.size() != 1 || !d.modules.empty() || !d.nodes.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": expected exactly one NodeModulesConfig, found ", d.node_modules_configs.size()));
+  }
+  return std::move(d.node_modules_configs.front().object);
+}
+
+Value StringList(const std::vector<std::string>& v) {
+  Value l = Value::EmptyList();
+  for (const auto& s : v) {
+    l.Append(s);
+  }
+  return l;
+}
+
+}  // namespace
+
+int ApplyCommand(const std::vector<std::string>& args) {
+  ApplyOptions o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    const bool v = i + 1 < args.size();
+    if ((a == "-f" || a == "--filename") && v) {
+      o.file = args[++i];
+    } else if (a == "--state-dir" && v) {
+      o.state_dir = args[++i];
+    } else if (a == "--firmware-dir" && v) {
+      o.firmware_dir = args[++i];
+    } else if (a == "--firmware-class-path") {
+      o.firmware_class_path = true;
+    } else if ((a == "-o" || a == "--output") && v) {
+      o.format = args[++i];
+    } else if (a == "-h" || a == "--help") {
+      std::cout << kUsage;
+      return 0;
+    } else {
+      std::cerr << "error: unexpected argument \"" << a << "\"\n" << kUsage;
+      return 2;
+    }
+  }
+  if (o.file.empty() || (o.format != "yaml" && o.format != "json")) {
+    std::cerr << "error: -f DESIRED.yaml is required and -o is yaml or json\n" << kUsage;
+    return 2;
+  }
+  auto desired = ReadDesired(o.file);
+  if (!desired.ok()) {
+    std::cerr << "error: " << desired.status().message() << "\n";
+    return 1;
+  }
+  firmware::StagerOptions fo;
+  fo.firmware_dir = o.firmware_dir;
+  fo.ledger_path = o.state_dir + "/firmware-ledger.json";
+  if (o.firmware_class_path) {
+    fo.class_path_param = "/sys/module/firmware_class/parameters/path";
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(o.state_dir, ec);
+  auto stager = firmware::Stager::Open(fo);
+  if (!stager.ok()) {
+    std::cerr << "error: " << stager.status().message() << "\n";
+    return 1;
+  }
+  StagerStore firmware_store(std::move(*stager));
+  kernel::KmodKernel kernel(kernel::KmodKernel::Options{});
+  reconcile::DirImageStore images;
+  const std::string journal_path = o.state_dir + "/journal.json";
+  auto journal = reconcile::LoadJournal(journal_path);
+  if (!journal.ok()) {
+    std::cerr << "error: " << journal.status().message() << "\n";
+    return 1;
+  }
+  reconcile::Executor executor(kernel, &firmware_store, journal_path, *journal);
+
+  std::map<std::string, absl::Status> last_error;
+  std::vector<reconcile::DesiredModule> prepared;
+  bool converged = false;
+  for (int round = 0; round < kMaxRounds && !converged; ++round) {
+    auto observed = kernel.Observe();
+    if (!observed.ok()) {
+      std::cerr << "error: observing the kernel: " << observed.status().message() << "\n";
+      return 1;
+    }
+    reconcile::ForgetBoot(*journal, observed->boot_id);
+    prepared.clear();
+    for (const auto& spec : desired->modules) {
+      prepared.push_back(reconcile::Prepare(spec, observed->release, images, kernel));
+    }
+    auto actions = reconcile::PlanActions(prepared, *observed, *journal);
+    converged = actions.empty();
+    bool retry = false;
+    for (const auto& a : actions) {
+      absl::Status s;
+      if (a.kind == reconcile::Action::Kind::kUnload) {
+        s = executor.Unload(a.key);
+      } else {
+        for (const auto& d : prepared) {
+          if (d.key == a.key) {
+            s = executor.Load(d);
+          }
+        }
+      }
+      last_error[a.key] = s;
+      if (kernel::OutcomeOf(s) == kernel::Outcome::kRetry) {
+        retry = true;
+      } else if (!s.ok()) {
+        std::cerr << "error: " << a.key << ": " << s.message() << "\n";
+      }
+    }
+    bool terminal = false;
+    for (const auto& [key, s] : last_error) {
+      terminal = terminal || (!s.ok() && kernel::OutcomeOf(s) != kernel::Outcome::kRetry);
+    }
+    if (terminal) {
+      break;
+    }
+    if (retry) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100 << round));
+    }
+  }
+  // Report: every desired Module, and every journal entry still present.
+  auto observed = kernel.Observe();
+  Value items = Value::EmptyList();
+  bool all_ok = true;
+  for (const auto& d : prepared) {
+    Value v = Value::EmptyMap();
+    v.Set("name", d.key);
+    const bool ok = d.problem.ok() && observed.ok() && reconcile::Converged(d, *observed, *journal);
+    all_ok = all_ok && ok;
+    auto je = journal->modules.find(d.key);
+    v.Set("phase", ok ? "Loaded" : (d.problem.ok() && je != journal->modules.end()
+                                        ? reconcile::PhaseName(je->second.phase)
+                                        : "Failed"));
+    std::string message = !d.problem.ok() ? std::string(d.problem.message())
+                          : je != journal->modules.end() ? je->second.message : "";
+    v.Set("message", message);
+    v.Set("modules", StringList(je != journal->modules.end() ? je->second.loaded
+                                                              : std::vector<std::string>{}));
+    v.Set("inTreeRemoved", StringList(je != journal->modules.end() ? je->second.in_tree_removed
+                                                                    : std::vector<std::string>{}));
+    v.Set("firmware", StringList(je != journal->modules.end() ? je->second.firmware
+                                                               : std::vector<std::string>{}));
+    items.Append(std::move(v));
+  }
+  for (const auto& [key, e] : journal->modules) {
+    bool desired_key = false;
+    for (const auto& d : prepared) {
+      desired_key = desired_key || d.key == key;
+    }
+    if (!desired_key) {
+      all_ok = false;  // something that should be unloaded is still here
+      Value v = Value::EmptyMap();
+      v.Set("name", key);
+      v.Set("phase", reconcile::PhaseName(e.phase));
+      v.Set("message", e.message);
+      v.Set("modules", StringList(e.loaded));
+      items.Append(std::move(v));
+    }
+  }
+  Value out = Value::EmptyMap();
+  out.Set("node", desired->metadata.name);
+  out.Set("kernel", observed.ok() ? observed->release : "");
+  out.Set("bootId", observed.ok() ? observed->boot_id : "");
+  out.Set("converged", all_ok);
+  out.Set("modules", std::move(items));
+  std::cout << (o.format == "json" ? ToJson(out) : ToYaml(out));
+  return all_ok ? 0 : 1;
+}
+
+}  // namespace kmodd::agent

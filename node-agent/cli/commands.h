@@ -1,0 +1,10 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kmodd::agent {
+
+int ApplyCommand(const std::vector<std::string>& args);
+
+}  // namespace kmodd::agent

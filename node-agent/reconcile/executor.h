@@ -1,0 +1,41 @@
+#pragma once
+
+// Carries out one Action against the kernel, firmware and journal. "Remove the in-tree
+// modules, insert the OOT modules" is one transaction: if an insert fails, what this
+// action inserted is removed again and the in-tree modules it removed are loaded back,
+// and the failure is reported. The journal is written before and after every change.
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "node-agent/kernel/kernel.h"
+#include "node-agent/reconcile/journal.h"
+#include "node-agent/reconcile/prepare.h"
+#include "node-agent/reconcile/stores.h"
+
+namespace kmodd::reconcile {
+
+class Executor {
+ public:
+  // `firmware` may be null when no Module stages firmware.
+  Executor(kernel::Kernel& kernel, FirmwareStore* firmware, std::string journal_path,
+           Journal& journal);
+
+  [[nodiscard]] absl::Status Load(const DesiredModule& d);
+  [[nodiscard]] absl::Status Unload(const std::string& key);
+
+ private:
+  absl::Status Save();
+  absl::Status RemoveInTree(const std::string& name, const kernel::KernelState& observed,
+                            std::vector<std::string>& removed);
+  void Rollback(const std::vector<std::string>& inserted, const std::vector<std::string>& removed,
+                std::string& report);
+  absl::Status Fail(const std::string& key, absl::Status s);
+
+  kernel::Kernel& kernel_;
+  FirmwareStore* firmware_;
+  std::string journal_path_;
+  Journal& journal_;
+};
+
+}  // namespace kmodd::reconcile

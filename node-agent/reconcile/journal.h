@@ -1,0 +1,51 @@
+#pragma once
+
+// The agent's persisted record of what it did, in its state directory: for each Module,
+// which kernel modules it inserted (in load order), which in-tree modules it removed,
+// which firmware files it staged, from which tree, for which desired configuration, in
+// which boot. Written atomically after every step, so that a restart (even kill -9 in the
+// middle of an operation) converges without double work, and a new boot id means that
+// nothing of ours is loaded any more.
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace kmodd::reconcile {
+
+enum class Phase { kLoading, kLoaded, kUnloading, kFailed };
+const char* PhaseName(Phase p);
+
+struct JournalEntry {
+  std::string fingerprint;  // identity of the desired configuration it was loaded for
+  std::string source;       // the image reference or dir: tree it came from
+  std::string tree;         // the driver tree directory used
+  Phase phase = Phase::kLoading;
+  std::vector<std::string> loaded;           // modules kmodd inserted, in load order
+  std::vector<std::string> in_tree_removed;  // in-tree modules kmodd removed, in order
+  std::vector<std::string> firmware;         // staged firmware files (relative paths)
+  std::string message;                       // last failure, for people
+  bool operator==(const JournalEntry&) const = default;
+};
+
+struct Journal {
+  std::string boot_id;
+  std::map<std::string, JournalEntry> modules;  // by "namespace/name"
+  bool operator==(const Journal&) const = default;
+};
+
+std::string EncodeJournal(const Journal& j);
+[[nodiscard]] absl::StatusOr<Journal> DecodeJournal(const std::string& text, const std::string& source);
+
+// Reads `path`; a missing file is an empty journal, a corrupt one an error naming it.
+[[nodiscard]] absl::StatusOr<Journal> LoadJournal(const std::string& path);
+[[nodiscard]] absl::Status SaveJournal(const std::string& path, const Journal& j);
+
+// After a reboot nothing kmodd inserted is loaded and nothing it removed is missing:
+// forget those lists (firmware stays staged on disk and stays recorded).
+void ForgetBoot(Journal& j, const std::string& boot_id);
+
+}  // namespace kmodd::reconcile
