@@ -168,6 +168,15 @@ absl::StatusOr<DriverTree> DriverTree::Open(const std::string& dir) {
   return t;
 }
 
+DriverTree DriverTree::FromModules(std::string dir, std::vector<TreeModule> modules) {
+  DriverTree t;
+  t.dir_ = std::move(dir);
+  for (auto& m : modules) {
+    t.modules_[m.name] = std::move(m);
+  }
+  return t;
+}
+
 const TreeModule* DriverTree::Find(const std::string& name) const {
   auto it = modules_.find(CanonicalModuleName(name));
   return it == modules_.end() ? nullptr : &it->second;

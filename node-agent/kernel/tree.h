@@ -30,6 +30,8 @@ class DriverTree {
  public:
   // Indexes `dir`. A missing directory is NotFound naming it.
   [[nodiscard]] static absl::StatusOr<DriverTree> Open(const std::string& dir);
+  // A tree from already-read modules (for tests of load planning).
+  static DriverTree FromModules(std::string dir, std::vector<TreeModule> modules);
 
   const std::string& dir() const { return dir_; }
   bool has_modules_dep() const { return has_modules_dep_; }
