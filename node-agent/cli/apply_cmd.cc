@@ -155,6 +155,9 @@ int ApplyCommand(const std::vector<std::string>& args) {
     prepared.clear();
     for (const auto& spec : desired->modules) {
       prepared.push_back(reconcile::Prepare(spec, observed->release, images, kernel));
+      if (!prepared.back().problem.ok() && round == 0) {
+        std::cerr << "error: " << spec.Key() << ": " << prepared.back().problem.message() << "\n";
+      }
     }
     auto actions = reconcile::PlanActions(prepared, *observed, *journal);
     converged = actions.empty();

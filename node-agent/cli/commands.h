@@ -6,5 +6,6 @@
 namespace kmodd::agent {
 
 int ApplyCommand(const std::vector<std::string>& args);
+int WatchCommand(const std::vector<std::string>& args);
 
 }  // namespace kmodd::agent

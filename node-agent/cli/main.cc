@@ -1,5 +1,5 @@
-// kmodd-agent: the node side of kmodd. Only `apply` (one-shot) exists so far; the daemon
-// arrives with the Sync protocol.
+// kmodd-agent: the node side of kmodd. One-shot commands so far (apply, watch); the
+// daemon arrives with the Sync protocol. Each command lives in its own file.
 
 #include <iostream>
 #include <string>
@@ -7,23 +7,45 @@
 
 #include "node-agent/cli/commands.h"
 
+namespace {
+
+struct Command {
+  const char* name;
+  int (*run)(const std::vector<std::string>&);
+  const char* help;
+};
+
+constexpr Command kCommands[] = {
+    {"apply", kmodd::agent::ApplyCommand, "reconcile this node to a NodeModulesConfig once, then exit"},
+    {"watch", kmodd::agent::WatchCommand, "print the kernel's module load/unload events as they happen"},
+};
+
+void Usage(std::ostream& os) {
+  os << "usage: kmodd-agent COMMAND [ARGS]\n\ncommands:\n";
+  for (const auto& c : kCommands) {
+    os << "  " << c.name << std::string(8 - std::string(c.name).size(), ' ') << c.help << "\n";
+  }
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  const std::string usage =
-      "usage: kmodd-agent COMMAND [ARGS]\n\ncommands:\n"
-      "  apply   reconcile this node to a NodeModulesConfig once, then exit\n";
   if (argc < 2) {
-    std::cerr << usage;
+    Usage(std::cerr);
     return 2;
   }
   const std::string cmd = argv[1];
   const std::vector<std::string> args(argv + 2, argv + argc);
-  if (cmd == "apply") {
-    return kmodd::agent::ApplyCommand(args);
+  for (const auto& c : kCommands) {
+    if (cmd == c.name) {
+      return c.run(args);
+    }
   }
   if (cmd == "-h" || cmd == "--help" || cmd == "help") {
-    std::cout << usage;
+    Usage(std::cout);
     return 0;
   }
-  std::cerr << "error: unknown command \"" << cmd << "\"\n" << usage;
+  std::cerr << "error: unknown command \"" << cmd << "\"\n";
+  Usage(std::cerr);
   return 2;
 }

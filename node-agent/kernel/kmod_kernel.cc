@@ -22,6 +22,47 @@ const char* const kNoConfig[] = {nullptr};
 
 void DropLibkmodLog(void*, int, const char*, int, const char*, const char*, va_list) {}
 
+// Whether the loaded module is the one in `file`, when an insert finds the name taken.
+// srcversion decides when either has one (the kernel shows it in sysfs exactly when the
+// file carries it). Most in-tree modules have none (no MODULE_VERSION): then the
+// out-of-tree taint tells an in-tree module from an OOT namesake.
+bool SameModule(const LoadedModule& loaded, const TreeModule& file) {
+  if (!loaded.srcversion.empty() || !file.srcversion.empty()) {
+    return loaded.srcversion == file.srcversion;
+  }
+  return loaded.OutOfTree() != file.in_tree;
+}
+
+std::string Describe(const LoadedModule& m) {
+  return absl::StrCat(m.OutOfTree() ? "out-of-tree" : "in-tree", ", srcversion ",
+                      m.srcversion.empty() ? "none" : m.srcversion);
+}
+
+// Already loaded is success only if it is `path`'s module, not a namesake: an in-tree
+// module when kmodd inserts its own, or kmodd's when it reloads the in-tree one.
+absl::Status CheckAlreadyLoaded(const ProcRoots& roots, const std::string& name,
+                                const std::string& path, const char* remedy) {
+  auto state = ReadKernelState(roots);
+  if (!state.ok()) {
+    return state.status();
+  }
+  const LoadedModule* loaded = state->Find(name);
+  if (loaded == nullptr) {
+    return absl::OkStatus();
+  }
+  auto file = ReadModuleFile(path);
+  if (!file.ok()) {
+    return file.status();
+  }
+  if (SameModule(*loaded, *file)) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "insert ", name, " (", path, "): another module named ", name, " is loaded (",
+      Describe(*loaded), "; the file is ", file->in_tree ? "in-tree" : "out-of-tree",
+      ", srcversion ", file->srcversion.empty() ? "none" : file->srcversion, "); ", remedy));
+}
+
 }  // namespace
 
 KmodKernel::KmodKernel(Options options) : options_(std::move(options)) {}
@@ -64,21 +105,8 @@ absl::Status KmodKernel::InsertFile(const std::string& path, const std::string& 
   const std::string name = kmod_module_get_name(mod.get());
   const int err = kmod_module_insert_module(mod.get(), 0, params.c_str());
   if (err == -EEXIST) {
-    // Already loaded counts as success only if it is this file's module, not an in-tree
-    // namesake: compare source versions.
-    auto file = ReadModuleFile(path);
-    auto state = ReadKernelState(options_.roots);
-    if (file.ok() && state.ok()) {
-      const LoadedModule* loaded = state->Find(name);
-      if (loaded != nullptr && !file->srcversion.empty() && !loaded->srcversion.empty() &&
-          loaded->srcversion != file->srcversion) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "insert ", name, " (", path, "): another module named ", name,
-            " is loaded (srcversion ", loaded->srcversion, ", file has ", file->srcversion,
-            "); remove it first (inTreeModulesToRemove)"));
-      }
-    }
-    return absl::OkStatus();
+    return CheckAlreadyLoaded(options_.roots, name, path,
+                              "remove it first (inTreeModulesToRemove)");
   }
   return err < 0 ? KernelError(KernelOp::kInsert, -err, name, path) : absl::OkStatus();
 }
@@ -98,6 +126,12 @@ absl::Status KmodKernel::InsertHost(const std::string& name, const std::string& 
     return absl::NotFoundError(absl::StrCat(
         "insert ", name, ": not found in the running kernel's modules (",
         kmod_get_dirname(*ctx), ")"));
+  }
+  // libkmod reports a loaded namesake as success: check first.
+  if (auto s = CheckAlreadyLoaded(options_.roots, name, kmod_module_get_path(mod.get()),
+                                  "it must be removed before the in-tree one can load");
+      !s.ok()) {
+    return s;
   }
   // Dependencies come from the host tree's modules.dep; no install commands are run.
   const int err = kmod_module_probe_insert_module(mod.get(), KMOD_PROBE_IGNORE_COMMAND,

@@ -121,6 +121,8 @@ absl::StatusOr<TreeModule> ReadModuleFile(const std::string& path) {
       m.vermagic = v;
     } else if (key == "srcversion") {
       m.srcversion = v;
+    } else if (key == "intree") {
+      m.in_tree = v == "Y";
     }
   }
   kmod_list* versions_raw = nullptr;

@@ -24,6 +24,7 @@ struct TreeModule {
   std::string vermagic;
   std::string srcversion;
   bool has_modversions = false;  // a __versions section: the kernel then skips the release
+  bool in_tree = false;          // modinfo "intree: Y": built with the kernel itself
 };
 
 class DriverTree {

@@ -70,14 +70,17 @@ absl::Status Executor::RemoveInTree(const std::string& name, const kernel::Kerne
   return absl::OkStatus();
 }
 
-void Executor::Rollback(const std::vector<std::string>& inserted,
-                        const std::vector<std::string>& removed, std::string& report) {
+std::vector<std::string> Executor::Rollback(const std::vector<std::string>& inserted,
+                                            const std::vector<std::string>& removed,
+                                            std::string& report) {
   std::vector<std::string> undone;
+  std::vector<std::string> stuck;
   for (auto it = inserted.rbegin(); it != inserted.rend(); ++it) {
     if (auto s = kernel_.Remove(*it); s.ok()) {
       undone.push_back("removed " + *it);
     } else {
       undone.push_back(absl::StrCat("could not remove ", *it, " (", s.message(), ")"));
+      stuck.push_back(*it);
     }
   }
   for (auto it = removed.rbegin(); it != removed.rend(); ++it) {
@@ -90,6 +93,7 @@ void Executor::Rollback(const std::vector<std::string>& inserted,
   if (!undone.empty()) {
     absl::StrAppend(&report, "; rolled back: ", absl::StrJoin(undone, ", "));
   }
+  return stuck;
 }
 
 absl::Status Executor::Load(const DesiredModule& d) {
@@ -125,7 +129,7 @@ absl::Status Executor::Load(const DesiredModule& d) {
   for (const auto& name : d.in_tree_remove) {
     if (auto s = RemoveInTree(name, *observed, removed); !s.ok()) {
       std::string report(s.message());
-      Rollback({}, removed, report);
+      (void)Rollback({}, removed, report);
       return Fail(d.key, absl::Status(s.code(), report));
     }
   }
@@ -148,7 +152,8 @@ absl::Status Executor::Load(const DesiredModule& d) {
   const std::vector<std::string> loaded_before = journal_.modules[d.key].loaded;
   std::vector<std::string> inserted;
   for (const auto& step : d.steps) {
-    const bool was_loaded = observed->Find(step.name) != nullptr;
+    // `observed` predates the removals: a name removed as in-tree is not loaded any more.
+    const bool was_loaded = observed->Find(step.name) != nullptr && !Contains(removed, step.name);
     JournalEntry& entry = journal_.modules[d.key];
     if ((step.source == kernel::LoadStep::Source::kTree || !was_loaded) &&
         !Contains(entry.loaded, step.name)) {
@@ -162,9 +167,14 @@ absl::Status Executor::Load(const DesiredModule& d) {
                          : kernel_.InsertHost(step.name, step.params);
     if (!s.ok()) {
       std::string report(s.message());
-      Rollback(inserted, removed, report);
+      const std::vector<std::string> stuck = Rollback(inserted, removed, report);
       JournalEntry& failed = journal_.modules[d.key];
       failed.loaded = loaded_before;
+      for (const auto& name : stuck) {  // still loaded: keep tracking it
+        if (!Contains(failed.loaded, name)) {
+          failed.loaded.push_back(name);
+        }
+      }
       for (const auto& r : removed) {
         failed.in_tree_removed.erase(
             std::remove(failed.in_tree_removed.begin(), failed.in_tree_removed.end(), r),

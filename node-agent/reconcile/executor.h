@@ -28,8 +28,9 @@ class Executor {
   absl::Status Save();
   absl::Status RemoveInTree(const std::string& name, const kernel::KernelState& observed,
                             std::vector<std::string>& removed);
-  void Rollback(const std::vector<std::string>& inserted, const std::vector<std::string>& removed,
-                std::string& report);
+  // Undoes a failed swap; returns the inserted modules it could not remove.
+  std::vector<std::string> Rollback(const std::vector<std::string>& inserted,
+                                    const std::vector<std::string>& removed, std::string& report);
   absl::Status Fail(const std::string& key, absl::Status s);
 
   kernel::Kernel& kernel_;

@@ -228,3 +228,21 @@ TEST_CASE("an empty desired state unloads only what kmodd loaded") {
   CHECK(r.kernel.IsLoaded("mei"));
   CHECK_FALSE(r.kernel.IsLoaded("xe"));
 }
+
+TEST_CASE("rollback also removes our replacement of an in-tree namesake") {
+  Rig r;
+  r.kernel.host.insert("dummy");
+  REQUIRE(r.kernel.InsertHost("dummy", "").ok());
+  DesiredModule d;
+  d.key = "net/dummy";
+  d.fingerprint = "v1";
+  d.steps = {Tree("dummy"), Tree("dummy_extra")};
+  d.in_tree_remove = {"dummy"};
+  r.kernel.fail_insert["dummy_extra"] = EINVAL;
+  const auto s = r.exec.Load(d);
+  REQUIRE_FALSE(s.ok());
+  CHECK(std::string(s.message()).find("removed dummy, reloaded in-tree dummy") != std::string::npos);
+  CHECK(r.kernel.IsLoaded("dummy"));
+  CHECK_FALSE(r.kernel.IsOurs("dummy"));
+  CHECK(r.journal.modules.at("net/dummy").loaded.empty());
+}
