@@ -1,0 +1,59 @@
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/http/client.h"
+
+namespace kmodd::http {
+
+struct TlsOptions {
+  // Trust the system's CAs (/etc/ssl/certs, OpenSSL's default paths).
+  bool use_system_cas = true;
+  // Also trust the CAs in this PEM file (a registry's private CA, KMM's registryTLS CA).
+  std::string ca_file;
+  // Also trust these PEM CAs (a kubeconfig's certificate-authority-data, decoded).
+  std::string ca_pem;
+  // Accept any certificate and any name. Still TLS, but no protection against an attacker
+  // on the path: only for registries the caller has been told to trust this way.
+  bool insecure_skip_verify = false;
+};
+
+struct ClientOptions {
+  TlsOptions tls;
+  Duration timeout = std::chrono::minutes(10);       // default for Request::timeout
+  Duration idle_timeout = std::chrono::seconds(30);  // default for Request::idle_timeout
+  int max_redirects = 5;
+  // An https URL redirecting to plain http is refused unless this is set.
+  bool allow_redirect_to_http = false;
+  std::string user_agent = "kmodd";
+};
+
+// HttpClient on Boost.Beast and OpenSSL. One connection per call, closed at its end (the
+// calls an image pull makes are few and large; reuse can come later behind this interface).
+// Server names are verified against the certificate's DNS names, IP literals against its IP
+// addresses; SNI is sent for names. Names resolve through getaddrinfo, which the timeouts
+// cannot interrupt; IP literals connect directly.
+class BeastHttpClient final : public HttpClient {
+ public:
+  // InvalidArgument when a CA bundle cannot be loaded.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<BeastHttpClient>> Create(
+      ClientOptions options);
+  ~BeastHttpClient() override;
+
+  [[nodiscard]] absl::StatusOr<Response> Fetch(const Request& request) override;
+  [[nodiscard]] absl::StatusOr<Response> Stream(const Request& request,
+                                                const BodyHandler& handler) override;
+
+  struct Tls;  // the OpenSSL context, shared by all calls
+
+ private:
+  BeastHttpClient(ClientOptions options, std::unique_ptr<Tls> tls);
+  absl::StatusOr<Response> Do(const Request& request, const BodyHandler* handler);
+
+  const ClientOptions options_;
+  const std::unique_ptr<Tls> tls_;
+};
+
+}  // namespace kmodd::http
