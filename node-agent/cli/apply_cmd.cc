@@ -12,9 +12,11 @@
 #include "controller/api/decode.h"
 #include "firmware/stager.h"
 #include "node-agent/cli/commands.h"
+#include "node-agent/cli/image_flags.h"
 #include "node-agent/kernel/errors.h"
 #include "node-agent/kernel/kmod_kernel.h"
 #include "node-agent/reconcile/executor.h"
+#include "node-agent/reconcile/oci_image_store.h"
 #include "node-agent/reconcile/plan.h"
 
 namespace kmodd::agent {
@@ -23,12 +25,14 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: kmodd-agent apply -f DESIRED.yaml [--state-dir DIR] [--firmware-dir DIR]\n"
-    "                         [--firmware-class-path] [-o yaml|json]\n"
+    "                         [--firmware-class-path] [--cache DIR] [--pull-secret FILE]\n"
+    "                         [--ca FILE] [-o yaml|json]\n"
     "  DESIRED is one NodeModulesConfig as `kmodd-controller plan` prints it (or a List\n"
     "  holding one). Reconciles until converged or failed, prints the observed state, and\n"
     "  exits 0 iff converged. An empty module list unloads what kmodd loaded, only that.\n"
     "  --firmware-class-path  point the kernel's firmware_class.path at the firmware dir\n"
-    "                         while any module needs firmware (restored afterwards)\n";
+    "                         while any module needs firmware (restored afterwards)\n"
+    "  containerImage is an OCI reference, oci-layout:PATH[:TAG], or dir:/path/to/rootfs.\n";
 
 constexpr int kMaxRounds = 6;
 
@@ -38,6 +42,9 @@ struct ApplyOptions {
   std::string firmware_dir = "/var/lib/firmware";
   bool firmware_class_path = false;
   std::string format = "yaml";
+  std::string cache;  // default <state-dir>/images
+  std::string pull_secret_file;
+  std::string ca_file;
 };
 
 class StagerStore : public reconcile::FirmwareStore {
@@ -97,6 +104,12 @@ int ApplyCommand(const std::vector<std::string>& args) {
       o.state_dir = args[++i];
     } else if (a == "--firmware-dir" && v) {
       o.firmware_dir = args[++i];
+    } else if (a == "--cache" && v) {
+      o.cache = args[++i];
+    } else if (a == "--pull-secret" && v) {
+      o.pull_secret_file = args[++i];
+    } else if (a == "--ca" && v) {
+      o.ca_file = args[++i];
     } else if (a == "--firmware-class-path") {
       o.firmware_class_path = true;
     } else if ((a == "-o" || a == "--output") && v) {
@@ -133,7 +146,18 @@ int ApplyCommand(const std::vector<std::string>& args) {
   }
   StagerStore firmware_store(std::move(*stager));
   kernel::KmodKernel kernel(kernel::KmodKernel::Options{});
-  reconcile::DirImageStore images;
+  image::ImageCache cache(o.cache.empty() ? o.state_dir + "/images" : o.cache, BeastFactory());
+  reconcile::OciImageStore::Options image_options;
+  image_options.ca_file = o.ca_file;
+  if (!o.pull_secret_file.empty()) {
+    auto secret = ReadFile(o.pull_secret_file);
+    if (!secret.ok()) {
+      std::cerr << "error: " << secret.status().message() << "\n";
+      return 1;
+    }
+    image_options.pull_secret = *secret;
+  }
+  reconcile::OciImageStore images(cache, image_options);
   const std::string journal_path = o.state_dir + "/journal.json";
   auto journal = reconcile::LoadJournal(journal_path);
   if (!journal.ok()) {

@@ -1,4 +1,4 @@
-// kmodd-agent: the node side of kmodd. One-shot commands so far (apply, watch); the
+// kmodd-agent: the node side of kmodd. One-shot commands so far (apply, pull, watch); the
 // daemon arrives with the Sync protocol. Each command lives in its own file.
 
 #include <iostream>
@@ -17,6 +17,7 @@ struct Command {
 
 constexpr Command kCommands[] = {
     {"apply", kmodd::agent::ApplyCommand, "reconcile this node to a NodeModulesConfig once, then exit"},
+    {"pull", kmodd::agent::PullCommand, "pull and extract one driver image into the cache"},
     {"watch", kmodd::agent::WatchCommand, "print the kernel's module load/unload events as they happen"},
 };
 

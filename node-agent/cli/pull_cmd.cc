@@ -1,0 +1,116 @@
+// kmodd-agent pull: pull and extract one driver image into the cache, for debugging and
+// for pre-seeding nodes.
+
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "common/file.h"
+#include "common/value.h"
+#include "node-agent/cli/commands.h"
+#include "node-agent/cli/image_flags.h"
+#include "node-agent/image/pull_secret.h"
+
+namespace kmodd::agent {
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: kmodd-agent pull REF [--cache DIR] [--pull-secret FILE] [--ca FILE] [--insecure]\n"
+    "                        [--insecure-skip-tls-verify] [--kernel VERSION] [--dir-name DIR]\n"
+    "                        [--firmware-path DIR] [--pull-policy POLICY] [-o yaml|json]\n"
+    "  REF is registry/repo:tag[@sha256:...] or oci-layout:PATH[:TAG]. Extracts\n"
+    "  <dir-name>/lib/modules/<kernel>/ (and the firmware path) into the cache and prints\n"
+    "  the tree's path and the manifest digest.\n";
+
+}  // namespace
+
+int PullCommand(const std::vector<std::string>& args) {
+  image::PullRequest req;
+  std::string cache = "/var/lib/kmodd/images";
+  std::string secret_file;
+  std::string kernel;
+  std::string dir_name = "/opt";
+  std::string firmware_path;
+  std::string format = "yaml";
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    const bool v = i + 1 < args.size();
+    if (a == "--cache" && v) {
+      cache = args[++i];
+    } else if (a == "--pull-secret" && v) {
+      secret_file = args[++i];
+    } else if (a == "--ca" && v) {
+      req.registry.ca_file = args[++i];
+    } else if (a == "--insecure") {
+      req.registry.plain_http = true;
+    } else if (a == "--insecure-skip-tls-verify") {
+      req.registry.skip_tls_verify = true;
+    } else if (a == "--kernel" && v) {
+      kernel = args[++i];
+    } else if (a == "--dir-name" && v) {
+      dir_name = args[++i];
+    } else if (a == "--firmware-path" && v) {
+      firmware_path = args[++i];
+    } else if (a == "--pull-policy" && v) {
+      req.pull_policy = args[++i];
+    } else if ((a == "-o" || a == "--output") && v) {
+      format = args[++i];
+    } else if (a == "-h" || a == "--help") {
+      std::cout << kUsage;
+      return 0;
+    } else if (!a.empty() && a[0] != '-' && req.image.empty()) {
+      req.image = a;
+    } else {
+      std::cerr << "error: unexpected argument \"" << a << "\"\n" << kUsage;
+      return 2;
+    }
+  }
+  if (req.image.empty()) {
+    std::cerr << "error: no image reference\n" << kUsage;
+    return 2;
+  }
+  if (kernel.empty()) {
+    auto release = ReadFile("/proc/sys/kernel/osrelease");
+    kernel = release.ok() ? release->substr(0, release->find('\n')) : "";
+  }
+  auto strip = [](std::string p) {
+    while (!p.empty() && p.front() == '/') {
+      p.erase(0, 1);
+    }
+    return p.empty() || p.back() == '/' ? p : p + "/";
+  };
+  req.keep_prefixes = {absl::StrCat(strip(dir_name), "lib/modules/", kernel, "/")};
+  if (!firmware_path.empty()) {
+    req.keep_prefixes.push_back(strip(firmware_path));
+  }
+  if (!secret_file.empty() && req.image.rfind("oci-layout:", 0) != 0) {
+    auto secret = ReadFile(secret_file);
+    auto ref = image::ParseImageRef(req.image);
+    if (!secret.ok() || !ref.ok()) {
+      std::cerr << "error: " << (secret.ok() ? ref.status() : secret.status()).message() << "\n";
+      return 1;
+    }
+    auto creds = image::CredentialsFor(*secret, ref->registry);
+    if (!creds.ok()) {
+      std::cerr << "error: " << secret_file << ": " << creds.status().message() << "\n";
+      return 1;
+    }
+    req.registry.credentials = *creds;
+  }
+  image::ImageCache images(cache, BeastFactory());
+  auto pulled = images.Pull(req);
+  if (!pulled.ok()) {
+    std::cerr << "error: " << pulled.status().message() << "\n";
+    return 1;
+  }
+  Value out = Value::EmptyMap();
+  out.Set("image", req.image);
+  out.Set("digest", pulled->manifest_digest);
+  out.Set("tree", pulled->root);
+  out.Set("manifestFetched", pulled->resolved_remotely);
+  out.Set("blobBytes", pulled->blob_bytes);
+  std::cout << (format == "json" ? ToJson(out) : ToYaml(out));
+  return 0;
+}
+
+}  // namespace kmodd::agent

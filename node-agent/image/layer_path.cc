@@ -1,0 +1,162 @@
+#include "node-agent/image/layer_path.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace kmodd::image {
+namespace {
+
+constexpr std::string_view kWhiteoutPrefix = ".wh.";
+constexpr std::string_view kWhiteoutMeta = ".wh..wh.";
+constexpr std::string_view kOpaque = ".wh..wh..opq";
+
+}  // namespace
+
+std::vector<std::string_view> Components(std::string_view path) {
+  std::vector<std::string_view> out;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string_view::npos) {
+      end = path.size();
+    }
+    if (end > start) {
+      out.push_back(path.substr(start, end - start));
+    }
+    start = end + 1;
+  }
+  return out;
+}
+
+bool IsBeneath(std::string_view path, std::string_view dir) {
+  return dir.empty() || path == dir ||
+         (path.size() > dir.size() && path.substr(0, dir.size()) == dir && path[dir.size()] == '/');
+}
+
+absl::StatusOr<std::string> NormalizeEntryPath(std::string_view raw) {
+  if (!raw.empty() && raw[0] == '/') {
+    return absl::InvalidArgumentError("absolute path");
+  }
+  std::string out;
+  out.reserve(raw.size());
+  for (std::string_view part : Components(raw)) {
+    if (part == ".") {
+      continue;
+    }
+    if (part == "..") {
+      return absl::InvalidArgumentError("path has a '..' component");
+    }
+    if (!out.empty()) {
+      out.push_back('/');
+    }
+    out.append(part);
+  }
+  return out;
+}
+
+size_t PathDepth(std::string_view path) {
+  return path.empty() ? 0 : static_cast<size_t>(std::count(path.begin(), path.end(), '/')) + 1;
+}
+
+std::pair<std::string_view, std::string_view> SplitParent(std::string_view path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string_view::npos) {
+    return {std::string_view(), path};
+  }
+  return {path.substr(0, slash), path.substr(slash + 1)};
+}
+
+absl::Status CheckSymlinkTarget(std::string_view link_path, std::string_view target) {
+  if (target.empty()) {
+    return absl::InvalidArgumentError("symlink with an empty target");
+  }
+  if (target[0] == '/') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("symlink target \"", std::string(target),
+                     "\" is absolute (it would leave the image root)"));
+  }
+  // Directories available to climb: the link's parents.
+  size_t climbable = PathDepth(SplitParent(link_path).first);
+  bool named = false;
+  for (std::string_view part : Components(target)) {
+    if (part == ".") {
+      continue;
+    }
+    if (part != "..") {
+      named = true;
+      continue;
+    }
+    if (named) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("symlink target \"", std::string(target), "\" has '..' after a name"));
+    }
+    if (climbable == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("symlink target \"", std::string(target), "\" escapes the image root"));
+    }
+    --climbable;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Whiteout> ClassifyWhiteout(std::string_view path) {
+  const auto [parent, base] = SplitParent(path);
+  Whiteout w;
+  if (base.substr(0, kWhiteoutPrefix.size()) != kWhiteoutPrefix) {
+    return w;
+  }
+  if (base == kOpaque) {
+    w.kind = Whiteout::kOpaque;
+    w.target = std::string(parent);
+    return w;
+  }
+  if (base.substr(0, kWhiteoutMeta.size()) == kWhiteoutMeta) {
+    w.kind = Whiteout::kIgnore;
+    return w;
+  }
+  const std::string_view name = base.substr(kWhiteoutPrefix.size());
+  if (name.empty() || name == "." || name == "..") {
+    return absl::InvalidArgumentError("whiteout names no file");
+  }
+  w.kind = Whiteout::kRemove;
+  w.target = parent.empty() ? std::string(name)
+                            : absl::StrCat(std::string(parent), "/", std::string(name));
+  return w;
+}
+
+absl::StatusOr<KeepFilter> KeepFilter::Make(const std::vector<std::string>& prefixes) {
+  KeepFilter f;
+  for (const std::string& p : prefixes) {
+    // Prefixes come from kmodd's configuration, where "/firmware" is natural.
+    const size_t start = p.find_first_not_of('/');
+    absl::StatusOr<std::string> norm = NormalizeEntryPath(
+        start == std::string::npos ? std::string_view() : std::string_view(p).substr(start));
+    if (!norm.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("keep prefix \"", p, "\": ", norm.status().message()));
+    }
+    f.prefixes_.push_back(*std::move(norm));
+  }
+  return f;
+}
+
+bool KeepFilter::Keeps(std::string_view path) const {
+  for (const std::string& p : prefixes_) {
+    if (IsBeneath(path, p)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool KeepFilter::Encloses(std::string_view path) const {
+  for (const std::string& p : prefixes_) {
+    if (p != path && IsBeneath(p, path)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace kmodd::image

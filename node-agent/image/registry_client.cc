@@ -1,0 +1,411 @@
+#include "node-agent/image/registry_client.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <random>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/http/status.h"
+#include "node-agent/image/sha256.h"
+
+namespace kmodd::image {
+
+namespace {
+
+constexpr size_t kMaxManifestBytes = 4 << 20;
+
+bool Retryable(int status) {
+  return status == 429 || status == 500 || status == 502 || status == 503 || status == 504;
+}
+
+void Backoff(std::chrono::milliseconds base, int attempt) {
+  static thread_local std::mt19937 rng{std::random_device{}()};
+  const auto cap = std::chrono::milliseconds(5000);
+  auto d = std::min(cap, base * (1 << attempt));
+  std::uniform_int_distribution<int64_t> jitter(d.count() / 2, d.count());
+  std::this_thread::sleep_for(std::chrono::milliseconds(jitter(rng)));
+}
+
+// `Bearer realm="https://auth.example/token",service="registry",scope="repository:a:pull"`
+std::map<std::string, std::string> ParseChallenge(const std::string& header, std::string& scheme) {
+  std::map<std::string, std::string> params;
+  const size_t sp = header.find(' ');
+  scheme = header.substr(0, sp);
+  if (sp == std::string::npos) {
+    return params;
+  }
+  size_t i = sp + 1;
+  while (i < header.size()) {
+    while (i < header.size() && (header[i] == ' ' || header[i] == ',')) {
+      ++i;
+    }
+    const size_t eq = header.find('=', i);
+    if (eq == std::string::npos) {
+      break;
+    }
+    std::string key = header.substr(i, eq - i);
+    std::string value;
+    i = eq + 1;
+    if (i < header.size() && header[i] == '"') {
+      ++i;
+      while (i < header.size() && header[i] != '"') {
+        if (header[i] == '\\' && i + 1 < header.size()) {
+          ++i;
+        }
+        value.push_back(header[i++]);
+      }
+      ++i;
+    } else {
+      while (i < header.size() && header[i] != ',') {
+        value.push_back(header[i++]);
+      }
+    }
+    params[key] = value;
+  }
+  return params;
+}
+
+std::string QueryEscape(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) != 0 || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      char buf[4];
+      std::snprintf(buf, sizeof(buf), "%%%02X", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<Descriptor> ReadDescriptor(const YAML::Node& n, const std::string& where) {
+  if (!n.IsMap() || !n["digest"] || !n["size"]) {
+    return absl::InvalidArgumentError(absl::StrCat("manifest: ", where, " is not a descriptor"));
+  }
+  Descriptor d;
+  d.media_type = n["mediaType"].as<std::string>("");
+  d.digest = n["digest"].as<std::string>("");
+  d.size = n["size"].as<int64_t>(-1);
+  if (!IsDigest(d.digest) || d.size < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("manifest: ", where, " has an unsupported digest or size (sha256 only)"));
+  }
+  return d;
+}
+
+}  // namespace
+
+absl::StatusOr<ParsedManifest> ParseManifest(const std::string& body, const std::string& media_type,
+                                             const Platform& platform) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(body);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("manifest is not JSON: ", e.what()));
+  }
+  if (!root.IsMap()) {
+    return absl::InvalidArgumentError("manifest is not a JSON object");
+  }
+  std::string type = media_type;
+  if (type.empty() || type == "application/json") {
+    type = root["mediaType"].as<std::string>("");
+    if (type.empty()) {
+      type = root["manifests"] ? kOciIndex : kOciManifest;  // OCI allows omitting it
+    }
+  }
+  ParsedManifest out;
+  if (type == kOciIndex || type == kDockerList) {
+    std::vector<std::string> seen;
+    for (size_t i = 0; i < root["manifests"].size(); ++i) {
+      const YAML::Node m = root["manifests"][i];
+      const std::string os = m["platform"]["os"].as<std::string>("");
+      const std::string arch = m["platform"]["architecture"].as<std::string>("");
+      seen.push_back(os + "/" + arch);
+      if (os == platform.os && arch == platform.architecture) {
+        auto d = ReadDescriptor(m, absl::StrCat("manifests[", i, "]"));
+        if (!d.ok()) {
+          return d.status();
+        }
+        out.chosen = *d;
+        return out;
+      }
+    }
+    return absl::NotFoundError(absl::StrCat("the image index has no ", platform.os, "/",
+                                            platform.architecture, " manifest (it has: ",
+                                            absl::StrJoin(seen, ", "), ")"));
+  }
+  if (type != kOciManifest && type != kDockerManifest) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unsupported manifest media type \"", type, "\" (Docker schema 1 is not supported)"));
+  }
+  out.image.media_type = type;
+  auto config = ReadDescriptor(root["config"], "config");
+  if (!config.ok()) {
+    return config.status();
+  }
+  out.image.config = *config;
+  const YAML::Node layers = root["layers"];
+  if (!layers.IsSequence() || layers.size() == 0) {
+    return absl::InvalidArgumentError("manifest has no layers");
+  }
+  for (size_t i = 0; i < layers.size(); ++i) {
+    auto d = ReadDescriptor(layers[i], absl::StrCat("layers[", i, "]"));
+    if (!d.ok()) {
+      return d.status();
+    }
+    out.image.layers.push_back(*d);
+  }
+  return out;
+}
+
+RegistryClient::RegistryClient(http::HttpClient& http, RegistryOptions options)
+    : http_(http), options_(std::move(options)) {}
+
+std::string RegistryClient::Url(const ImageRef& ref, const std::string& path) const {
+  return absl::StrCat(options_.plain_http ? "http://" : "https://", ref.ApiHost(), "/v2/",
+                      ref.repository, path);
+}
+
+absl::Status RegistryClient::Authorize(const ImageRef& ref, const http::Response& challenge) {
+  const std::string key = ref.ApiHost() + "/" + ref.repository;
+  for (const auto& header : challenge.headers.GetAll("WWW-Authenticate")) {
+    std::string scheme;
+    auto params = ParseChallenge(header, scheme);
+    if (absl::AsciiStrToLower(scheme) == "basic") {
+      if (!options_.credentials) {
+        return absl::UnauthenticatedError(absl::StrCat(
+            "registry ", ref.ApiHost(), " requires credentials; set imageRepoSecret"));
+      }
+      authorization_[key] = "Basic " + absl::Base64Escape(options_.credentials->username + ":" +
+                                                          options_.credentials->password);
+      return absl::OkStatus();
+    }
+    if (absl::AsciiStrToLower(scheme) == "bearer" && params.count("realm") != 0) {
+      std::string url = params["realm"];
+      const std::string scope = params.count("scope") != 0
+                                    ? params["scope"]
+                                    : absl::StrCat("repository:", ref.repository, ":pull");
+      absl::StrAppend(&url, url.find('?') == std::string::npos ? "?" : "&", "scope=",
+                      QueryEscape(scope));
+      if (params.count("service") != 0) {
+        absl::StrAppend(&url, "&service=", QueryEscape(params["service"]));
+      }
+      http::Request req;
+      req.url = url;
+      if (options_.credentials) {
+        req.headers.Set("Authorization",
+                        "Basic " + absl::Base64Escape(options_.credentials->username + ":" +
+                                                      options_.credentials->password));
+      }
+      auto resp = http_.Fetch(req);
+      if (!resp.ok()) {
+        return resp.status();
+      }
+      if (resp->status == 401 || resp->status == 403) {
+        return absl::UnauthenticatedError(absl::StrCat(
+            "token service ", params["realm"], " refused ",
+            options_.credentials ? "the credentials" : "anonymous access",
+            " (HTTP ", resp->status, "); check imageRepoSecret"));
+      }
+      if (resp->status != 200) {
+        return absl::UnavailableError(
+            absl::StrCat("token service ", params["realm"], " answered HTTP ", resp->status));
+      }
+      std::string token;
+      try {
+        const YAML::Node body = YAML::Load(resp->body);
+        token = body["token"].as<std::string>(body["access_token"].as<std::string>(""));
+      } catch (const YAML::Exception&) {
+      }
+      if (token.empty()) {
+        return absl::UnauthenticatedError(
+            absl::StrCat("token service ", params["realm"], " returned no token"));
+      }
+      authorization_[key] = "Bearer " + token;
+      return absl::OkStatus();
+    }
+  }
+  return absl::UnauthenticatedError(absl::StrCat(
+      "registry ", ref.ApiHost(), " answered 401 without a challenge kmodd understands"));
+}
+
+absl::StatusOr<http::Response> RegistryClient::Send(const ImageRef& ref, http::Request req,
+                                                    const http::BodyHandler* handler) {
+  const std::string key = ref.ApiHost() + "/" + ref.repository;
+  bool challenged = false;
+  for (int attempt = 0;; ++attempt) {
+    if (auto a = authorization_.find(key); a != authorization_.end()) {
+      req.headers.Set("Authorization", a->second);
+    }
+    auto resp = handler != nullptr ? http_.Stream(req, *handler) : http_.Fetch(req);
+    const bool last = attempt + 1 >= options_.attempts;
+    if (!resp.ok()) {
+      if (absl::IsUnavailable(resp.status()) && !last && handler == nullptr) {
+        Backoff(options_.backoff, attempt);
+        continue;
+      }
+      return resp.status();
+    }
+    if (resp->status == 401 && !challenged) {
+      challenged = true;
+      if (auto s = Authorize(ref, *resp); !s.ok()) {
+        return s;
+      }
+      --attempt;  // answering a challenge is not a failed attempt
+      continue;
+    }
+    if (Retryable(resp->status) && !last && handler == nullptr) {
+      Backoff(options_.backoff, attempt);
+      continue;
+    }
+    return resp;
+  }
+}
+
+absl::StatusOr<std::pair<std::string, std::string>> RegistryClient::GetManifest(
+    const ImageRef& ref, const std::string& reference) {
+  http::Request req;
+  req.url = Url(ref, "/manifests/" + reference);
+  req.headers.Set("Accept", absl::StrJoin({kOciIndex, kOciManifest, kDockerList, kDockerManifest},
+                                          ", "));
+  req.max_body_bytes = kMaxManifestBytes;
+  auto resp = Send(ref, req, nullptr);
+  if (!resp.ok()) {
+    return resp.status();
+  }
+  if (resp->status == 404) {
+    return absl::NotFoundError(
+        absl::StrCat("manifest ", ref.ApiHost(), "/", ref.repository, ":", reference, " not found"));
+  }
+  if (auto s = http::StatusOf(*resp); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("manifest ", ref.ToString(), ": ", s.message()));
+  }
+  const std::string digest = Sha256::Of(resp->body);
+  if (IsDigest(reference) && digest != reference) {
+    return absl::DataLossError(absl::StrCat("manifest ", ref.ToString(), ": content digest ", digest,
+                                            " does not match ", reference));
+  }
+  if (auto header = resp->headers.Get("Docker-Content-Digest");
+      header && IsDigest(*header) && *header != digest) {
+    return absl::DataLossError(absl::StrCat("manifest ", ref.ToString(), ": content digest ", digest,
+                                            " does not match Docker-Content-Digest ", *header));
+  }
+  std::string type = resp->headers.Get("Content-Type").value_or("");
+  type = type.substr(0, type.find(';'));
+  return std::make_pair(resp->body, type);
+}
+
+absl::StatusOr<ResolvedImage> RegistryClient::Resolve(const ImageRef& ref, const Platform& p) {
+  std::string reference = ref.Reference();
+  for (int depth = 0; depth < 2; ++depth) {
+    auto got = GetManifest(ref, reference);
+    if (!got.ok()) {
+      return got.status();
+    }
+    auto parsed = ParseManifest(got->first, got->second, p);
+    if (!parsed.ok()) {
+      return absl::Status(parsed.status().code(),
+                          absl::StrCat(ref.ToString(), ": ", parsed.status().message()));
+    }
+    if (parsed->chosen) {
+      reference = parsed->chosen->digest;
+      continue;
+    }
+    parsed->image.manifest_digest = Sha256::Of(got->first);
+    return parsed->image;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(ref.ToString(), ": an index points to an index"));
+}
+
+absl::Status RegistryClient::FetchBlob(const ImageRef& ref, const Descriptor& blob,
+                                       const std::function<absl::Status(const char*, size_t)>& on_data,
+                                       std::atomic<int64_t>* progress) {
+  Sha256 hash;
+  int64_t received = 0;
+  absl::Status consumer = absl::OkStatus();
+  for (int attempt = 0;; ++attempt) {
+    http::Request req;
+    req.url = Url(ref, "/blobs/" + blob.digest);
+    if (received > 0) {
+      req.headers.Set("Range", absl::StrCat("bytes=", received, "-"));
+    }
+    int64_t skip = 0;
+    http::BodyHandler handler;
+    handler.on_head = [&](const http::Response& head) -> absl::Status {
+      if (received > 0 && head.status == 200) {
+        skip = received;  // the server ignored the Range: drop what we already have
+      }
+      return absl::OkStatus();
+    };
+    handler.on_data = [&](const char* data, size_t n) -> absl::Status {
+      blob_bytes_ += static_cast<int64_t>(n);
+      if (skip > 0) {
+        const size_t drop = static_cast<size_t>(std::min<int64_t>(skip, static_cast<int64_t>(n)));
+        skip -= static_cast<int64_t>(drop);
+        data += drop;
+        n -= drop;
+      }
+      if (n == 0) {
+        return absl::OkStatus();
+      }
+      if (received + static_cast<int64_t>(n) > blob.size) {
+        return consumer = absl::DataLossError(absl::StrCat(
+            "blob ", blob.digest, " is larger than the manifest's size ", blob.size));
+      }
+      hash.Update(data, n);
+      received += static_cast<int64_t>(n);
+      if (progress != nullptr) {
+        progress->fetch_add(static_cast<int64_t>(n));
+      }
+      if (auto s = on_data(data, n); !s.ok()) {
+        consumer = s;
+        return s;
+      }
+      return absl::OkStatus();
+    };
+    auto resp = Send(ref, req, &handler);
+    const bool last = attempt + 1 >= options_.attempts;
+    if (!consumer.ok()) {
+      return consumer;
+    }
+    if (!resp.ok()) {
+      if (absl::IsUnavailable(resp.status()) && !last) {
+        Backoff(options_.backoff, attempt);
+        continue;  // resume from `received`
+      }
+      return absl::Status(resp.status().code(),
+                          absl::StrCat("blob ", blob.digest, ": ", resp.status().message()));
+    }
+    if (Retryable(resp->status) && !last) {
+      Backoff(options_.backoff, attempt);
+      continue;
+    }
+    if (resp->status == 404) {
+      return absl::NotFoundError(absl::StrCat("blob ", blob.digest, " not found in ", ref.ToString()));
+    }
+    if (auto s = http::StatusOf(*resp); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("blob ", blob.digest, ": ", s.message()));
+    }
+    if (received < blob.size && !last) {
+      Backoff(options_.backoff, attempt);
+      continue;  // the connection ended early: resume
+    }
+    break;
+  }
+  if (received != blob.size) {
+    return absl::DataLossError(absl::StrCat("blob ", blob.digest, " is truncated: ", received,
+                                            " of ", blob.size, " bytes"));
+  }
+  if (const std::string got = hash.Digest(); got != blob.digest) {
+    return absl::DataLossError(
+        absl::StrCat("blob ", blob.digest, " has the wrong content (digest ", got, ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kmodd::image
