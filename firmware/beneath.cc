@@ -92,22 +92,6 @@ absl::Status WriteAll(int fd, const char* buf, size_t n, const std::string& disp
 
 }  // namespace
 
-Fd::~Fd() {
-  if (fd_ >= 0) {
-    close(fd_);
-  }
-}
-
-Fd& Fd::operator=(Fd&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) {
-      close(fd_);
-    }
-    fd_ = std::exchange(other.fd_, -1);
-  }
-  return *this;
-}
-
 absl::Status CheckRelativePath(std::string_view rel) {
   auto bad = [&](std::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat("\"", S(rel), "\": ", S(why)));

@@ -14,29 +14,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/fd.h"
 #include "firmware/identity.h"
 
 namespace kmodd::firmware {
-
-// Owns a file descriptor.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd();
-  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Fd& operator=(Fd&& other) noexcept;
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  // Gives up ownership, for a close() whose result matters.
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_ = -1;
-};
 
 // Accepts only a path strictly beneath a directory: relative, no empty, "." or ".."
 // components, printable ASCII (the names drivers request are; it also keeps the ledger's JSON

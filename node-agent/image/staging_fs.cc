@@ -61,32 +61,6 @@ absl::StatusOr<std::vector<std::string>> ListNames(const Fd& dir, const std::str
 
 }  // namespace
 
-Fd::~Fd() {
-  if (fd_ >= 0) {
-    close(fd_);
-  }
-}
-
-Fd& Fd::operator=(Fd&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) {
-      close(fd_);
-    }
-    fd_ = std::exchange(other.fd_, -1);
-  }
-  return *this;
-}
-
-absl::Status Fd::Close(const std::string& display) {
-  if (fd_ < 0) {
-    return absl::OkStatus();
-  }
-  if (close(std::exchange(fd_, -1)) != 0 && errno != EINTR) {
-    return ErrnoStatus(errno, "close", display);
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<Fd> OpenDirPath(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) {

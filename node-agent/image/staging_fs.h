@@ -14,28 +14,9 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/fd.h"
 
 namespace kmodd::image {
-
-// Owns a file descriptor.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd();
-  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Fd& operator=(Fd&& other) noexcept;
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  // Closes now, reporting the error (a write-back failure shows here on some file systems).
-  [[nodiscard]] absl::Status Close(const std::string& display);
-
- private:
-  int fd_ = -1;
-};
 
 // Opens a directory by path, following symlinks: for roots chosen by kmodd, not by images.
 [[nodiscard]] absl::StatusOr<Fd> OpenDirPath(const std::string& path);
