@@ -159,7 +159,7 @@ class Sink final : public LayerSink {
 }  // namespace
 
 absl::StatusOr<LayerApplier> LayerApplier::Begin(std::string final_dir, Limits limits,
-                                                 std::vector<std::string> keep_prefixes,
+                                                 const std::vector<std::string>& keep_prefixes,
                                                  bool durable) {
   while (final_dir.size() > 1 && final_dir.back() == '/') {
     final_dir.pop_back();

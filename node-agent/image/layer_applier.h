@@ -55,7 +55,7 @@ class LayerApplier {
   // keeps nothing. `durable` flushes the tree to disk before the rename (syncfs), so that
   // a power cut never leaves a committed tree with missing data.
   [[nodiscard]] static absl::StatusOr<LayerApplier> Begin(std::string final_dir, Limits limits,
-                                                          std::vector<std::string> keep_prefixes,
+                                                          const std::vector<std::string>& keep_prefixes,
                                                           bool durable = true);
 
   LayerApplier(LayerApplier&&) noexcept;

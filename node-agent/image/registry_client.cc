@@ -125,7 +125,7 @@ absl::StatusOr<ParsedManifest> ParseManifest(const std::string& body, const std:
       const YAML::Node m = root["manifests"][i];
       const std::string os = m["platform"]["os"].as<std::string>("");
       const std::string arch = m["platform"]["architecture"].as<std::string>("");
-      seen.push_back(os + "/" + arch);
+      seen.push_back(absl::StrCat(os, "/", arch));
       if (os == platform.os && arch == platform.architecture) {
         auto d = ReadDescriptor(m, absl::StrCat("manifests[", i, "]"));
         if (!d.ok()) {
