@@ -34,6 +34,8 @@ struct ApplyStats {
   uint64_t data_bytes = 0;  // file data parsed, kept or dropped
   uint64_t written_entries = 0;
   uint64_t written_bytes = 0;
+  // lib/modules/<kernel>/build and /source links pointing outside the image, not written.
+  uint64_t dropped_links = 0;
 };
 
 }  // namespace kmodd::image

@@ -159,4 +159,11 @@ bool KeepFilter::Encloses(std::string_view path) const {
   return false;
 }
 
+bool IsKernelBuildLink(std::string_view path) {
+  std::vector<std::string_view> parts = Components(path);
+  const size_t n = parts.size();
+  return n >= 4 && (parts[n - 1] == "build" || parts[n - 1] == "source") &&
+         parts[n - 3] == "modules" && parts[n - 4] == "lib";
+}
+
 }  // namespace kmodd::image

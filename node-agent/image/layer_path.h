@@ -38,6 +38,12 @@ std::pair<std::string_view, std::string_view> SplitParent(std::string_view path)
 // InvalidArgument naming the rule otherwise.
 [[nodiscard]] absl::Status CheckSymlinkTarget(std::string_view link_path, std::string_view target);
 
+// Whether normalised `path` is ".../lib/modules/<kernel>/build" or ".../source": the links
+// `make modules_install` leaves to the kernel's source tree. An image that copies a whole
+// /lib/modules/<kernel> carries them with absolute targets; they are dropped, not refused,
+// since nothing the agent does reads them.
+bool IsKernelBuildLink(std::string_view path);
+
 // OCI whiteouts: ".wh.<name>" removes <name> from lower layers; ".wh..wh..opq" removes the
 // lower layers' content of its directory. Other ".wh..wh." names are AUFS bookkeeping and
 // mean nothing (containerd skips them too).

@@ -153,6 +153,10 @@ absl::Status LayerWriter::WriteEntry(const TarEntry& e, const std::string& path)
   }
   if (e.type == TarType::kSymlink) {
     if (absl::Status s = CheckSymlinkTarget(path, e.link); !s.ok()) {
+      if (IsKernelBuildLink(path)) {
+        ++stats_.dropped_links;  // lib/modules/<kernel>/{build,source}: nothing we need
+        return absl::OkStatus();
+      }
       return Annotate(s);
     }
   }

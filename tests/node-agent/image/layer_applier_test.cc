@@ -67,6 +67,29 @@ TEST_CASE("applier extracts the KMM layout and drops every path it does not keep
   CHECK(Tree(tmp / "trees").size() == Tree(dest).size() + 1);
 }
 
+TEST_CASE("the kernel tree's build and source links are dropped; any other escaping link refuses") {
+  TempDir tmp;
+  auto layer = [](const char* name, const char* target) {
+    return TarBuilder()
+        .File("opt/lib/modules/6.1.0-18-amd64/kmm_ci_a.ko", "module a")
+        .Symlink(std::string("opt/lib/modules/6.1.0-18-amd64/") + name, target)
+        .Finish();
+  };
+  const std::string dest = tmp / "trees/a";
+  REQUIRE(ApplyImage(dest,
+                     {{"sha256:b", Compression::kNone,
+                       layer("build", "/usr/src/linux-headers-6.1.0-18-amd64")},
+                      {"sha256:s", Compression::kNone, layer("source", "../../../../../usr/src")}},
+                     kKeep)
+              .ok());
+  CHECK(Tree(dest) == V{"opt/", "opt/lib/", "opt/lib/modules/", "opt/lib/modules/6.1.0-18-amd64/",
+                        "opt/lib/modules/6.1.0-18-amd64/kmm_ci_a.ko"});
+  const auto refused = ApplyImage(tmp / "trees/b",
+                                  {{"sha256:e", Compression::kNone, layer("builds", "/etc")}}, kKeep);
+  REQUIRE_FALSE(refused.ok());
+  CHECK_THAT(std::string(refused.message()), Catch::Contains("symlink target \"/etc\" is absolute"));
+}
+
 TEST_CASE("applier gives the same tree whether bytes arrive one at a time or all at once") {
   for (size_t chunk : {size_t{1}, size_t{4096}, size_t{1} << 20}) {
     TempDir tmp;

@@ -6,6 +6,7 @@
 
 using kmodd::image::CheckSymlinkTarget;
 using kmodd::image::ClassifyWhiteout;
+using kmodd::image::IsKernelBuildLink;
 using kmodd::image::KeepFilter;
 using kmodd::image::NormalizeEntryPath;
 using kmodd::image::Whiteout;
@@ -98,4 +99,13 @@ TEST_CASE("keep filter keeps whole subtrees and knows the directories enclosing 
   CHECK_FALSE(KeepFilter::Make({"../firmware"}).ok());
   const absl::StatusOr<KeepFilter> all = KeepFilter::Make({""});
   CHECK(all->Keeps("anything/at/all"));
+}
+
+TEST_CASE("the kernel tree's build and source links are recognised by their place") {
+  CHECK(IsKernelBuildLink("opt/lib/modules/6.1.0-18-amd64/build"));
+  CHECK(IsKernelBuildLink("lib/modules/6.1.0-18-amd64/source"));
+  CHECK_FALSE(IsKernelBuildLink("opt/lib/modules/6.1.0-18-amd64/extra/build"));
+  CHECK_FALSE(IsKernelBuildLink("opt/lib/modules/build"));
+  CHECK_FALSE(IsKernelBuildLink("firmware/build"));
+  CHECK_FALSE(IsKernelBuildLink("opt/lib/modules/6.1.0-18-amd64/builds"));
 }
