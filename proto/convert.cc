@@ -1,0 +1,134 @@
+#include "proto/convert.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace kmodd::proto {
+
+namespace {
+
+template <typename Repeated>
+std::vector<std::string> Strings(const Repeated& r) {
+  return {r.begin(), r.end()};
+}
+
+template <typename Repeated>
+void Assign(Repeated* r, const std::vector<std::string>& v) {
+  r->Clear();
+  for (const auto& s : v) {
+    r->Add(std::string(s));
+  }
+}
+
+}  // namespace
+
+v1::ModuleSpec ToProto(const api::NodeModuleSpec& spec) {
+  v1::ModuleSpec out;
+  out.set_namespace_(spec.namespace_);
+  out.set_name(spec.name);
+  out.set_version(spec.version);
+  out.set_kernel_version(spec.config.kernel_version);
+  out.set_container_image(spec.config.container_image);
+  out.set_image_pull_policy(spec.config.image_pull_policy);
+  out.set_insecure_pull(spec.config.insecure_pull);
+  Assign(out.mutable_in_tree_modules_to_remove(), spec.config.in_tree_modules_to_remove);
+  if (spec.image_repo_secret) {
+    out.set_image_repo_secret(spec.image_repo_secret->name);
+  }
+  const api::ModprobeSpec& m = spec.config.modprobe;
+  v1::Modprobe* p = out.mutable_modprobe();
+  p->set_module_name(m.module_name);
+  Assign(p->mutable_parameters(), m.parameters);
+  p->set_dir_name(m.dir_name);
+  p->set_firmware_path(m.firmware_path);
+  if (m.args) {
+    p->set_has_args(true);
+    Assign(p->mutable_load_args(), m.args->load);
+    Assign(p->mutable_unload_args(), m.args->unload);
+  }
+  if (m.raw_args) {
+    p->set_has_raw_args(true);
+    Assign(p->mutable_raw_load_args(), m.raw_args->load);
+    Assign(p->mutable_raw_unload_args(), m.raw_args->unload);
+  }
+  if (m.modules_loading_order) {
+    p->set_has_modules_loading_order(true);
+    Assign(p->mutable_modules_loading_order(), *m.modules_loading_order);
+  }
+  return out;
+}
+
+absl::StatusOr<api::NodeModuleSpec> FromProto(const v1::ModuleSpec& in) {
+  const std::string who = absl::StrCat("module ", in.namespace_(), "/", in.name());
+  auto missing = [&](const char* field) {
+    return absl::InvalidArgumentError(absl::StrCat(who, ": ", field, " is empty"));
+  };
+  if (in.namespace_().empty()) {
+    return missing("namespace");
+  }
+  if (in.name().empty()) {
+    return missing("name");
+  }
+  if (in.kernel_version().empty()) {
+    return missing("kernelVersion");
+  }
+  if (in.container_image().empty()) {
+    return missing("containerImage");
+  }
+  if (in.modprobe().module_name().empty()) {
+    return missing("modprobe.moduleName");
+  }
+  const std::string& policy = in.image_pull_policy();
+  if (!policy.empty() && policy != "Always" && policy != "IfNotPresent" && policy != "Never") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        who, ": imagePullPolicy \"", policy, "\" is not one of Always, IfNotPresent, Never"));
+  }
+  api::NodeModuleSpec out;
+  out.namespace_ = in.namespace_();
+  out.name = in.name();
+  out.version = in.version();
+  out.config.kernel_version = in.kernel_version();
+  out.config.container_image = in.container_image();
+  out.config.image_pull_policy = in.image_pull_policy();
+  out.config.insecure_pull = in.insecure_pull();
+  out.config.in_tree_modules_to_remove = Strings(in.in_tree_modules_to_remove());
+  if (!in.image_repo_secret().empty()) {
+    out.image_repo_secret = api::LocalObjectReference{in.image_repo_secret()};
+  }
+  const v1::Modprobe& p = in.modprobe();
+  api::ModprobeSpec& m = out.config.modprobe;
+  m.module_name = p.module_name();
+  m.parameters = Strings(p.parameters());
+  m.dir_name = p.dir_name();
+  m.firmware_path = p.firmware_path();
+  if (p.has_args()) {
+    m.args = api::ModprobeArgs{Strings(p.load_args()), Strings(p.unload_args())};
+  }
+  if (p.has_raw_args()) {
+    m.raw_args = api::ModprobeArgs{Strings(p.raw_load_args()), Strings(p.raw_unload_args())};
+  }
+  if (p.has_modules_loading_order()) {
+    m.modules_loading_order = Strings(p.modules_loading_order());
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<api::NodeModuleSpec>> FromProto(const v1::NodeDesired& desired) {
+  std::vector<api::NodeModuleSpec> out;
+  out.reserve(desired.modules_size());
+  for (const auto& m : desired.modules()) {
+    auto spec = FromProto(m);
+    if (!spec.ok()) {
+      return spec.status();
+    }
+    for (const auto& prev : out) {
+      if (prev.Key() == spec->Key()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("module ", spec->Key(), " appears twice in desired state"));
+      }
+    }
+    out.push_back(*std::move(spec));
+  }
+  return out;
+}
+
+}  // namespace kmodd::proto

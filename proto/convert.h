@@ -1,0 +1,21 @@
+#pragma once
+
+// Between the API types the planner and the reconciler use and their wire form. The only
+// place either side touches protobuf for module specs (convert at the gRPC edge).
+
+#include "absl/status/statusor.h"
+#include "controller/api/node_modules_config.h"
+#include "kmodd/v1/sync.pb.h"
+
+namespace kmodd::proto {
+
+v1::ModuleSpec ToProto(const api::NodeModuleSpec& spec);
+// Checks what the agent relies on (names, kernel version, image, module name); the
+// message names the module and the field.
+[[nodiscard]] absl::StatusOr<api::NodeModuleSpec> FromProto(const v1::ModuleSpec& spec);
+
+// All modules of a desired state, or the first module's error.
+[[nodiscard]] absl::StatusOr<std::vector<api::NodeModuleSpec>> FromProto(
+    const v1::NodeDesired& desired);
+
+}  // namespace kmodd::proto
