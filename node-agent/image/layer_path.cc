@@ -35,6 +35,11 @@ bool IsBeneath(std::string_view path, std::string_view dir) {
 }
 
 absl::StatusOr<std::string> NormalizeEntryPath(std::string_view raw) {
+  // "/" (Go's archive/tar, hence umoci) and "./" name the root: the empty path.
+  if (!raw.empty() && raw.find_first_not_of("/.") == std::string_view::npos &&
+      raw.find("..") == std::string_view::npos) {
+    return std::string();
+  }
   if (!raw.empty() && raw[0] == '/') {
     return absl::InvalidArgumentError("absolute path");
   }

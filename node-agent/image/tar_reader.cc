@@ -140,10 +140,15 @@ absl::Status TarReader::Finish() {
   if (!error_.ok()) {
     return error_;
   }
-  if (state_ != State::kEnd) {
-    error_ = absl::InvalidArgumentError(absl::StrCat(
-        "tar: stream truncated at byte ", offset_,
-        state_ == State::kHeader && block_fill_ == 0 ? " (no end-of-archive marker)" : ""));
+  // An archive may also end at an entry boundary without the marker, or right after the
+  // last entry's data without its padding: umoci 0.4 writes layers that way, and Go's
+  // archive/tar (containerd) reads them. The blob's digest, checked by the caller, is what
+  // proves the stream complete; a cut inside a header or inside file data is still an error.
+  const bool pending_meta = has_next_path_ || has_next_link_ || has_next_size_;
+  const bool at_boundary = (state_ == State::kHeader && block_fill_ == 0) ||
+                           (state_ == State::kPadding && last_was_data_);
+  if (state_ != State::kEnd && (!at_boundary || pending_meta)) {
+    error_ = absl::InvalidArgumentError(absl::StrCat("tar: stream truncated at byte ", offset_));
   }
   return error_;
 }
@@ -176,6 +181,7 @@ absl::Status TarReader::Step(const char*& data, size_t& n) {
       }
       if (remaining_ == 0) {
         state_ = padding_ > 0 ? State::kPadding : State::kHeader;
+        last_was_data_ = true;
         return visitor_.OnEntryEnd();
       }
       return absl::OkStatus();
@@ -187,6 +193,7 @@ absl::Status TarReader::Step(const char*& data, size_t& n) {
       remaining_ -= k;
       if (remaining_ == 0) {
         state_ = padding_ > 0 ? State::kPadding : State::kHeader;
+        last_was_data_ = false;
         return OnMetaComplete();
       }
       return absl::OkStatus();

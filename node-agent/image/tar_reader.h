@@ -6,9 +6,10 @@
 //
 // Reads ustar, GNU (long names and links, types L and K; base-256 sizes) and PAX (per-entry
 // `path`, `linkpath` and `size`; global headers are read and ignored, as containerd does).
-// Every header's checksum is verified. The archive must end with the end-of-archive marker
-// (a zero block): the blob's digest proves the bytes are the ones published, and the marker
-// proves the publisher's tar writer finished, which every mainstream writer does.
+// Every header's checksum is verified. The archive ends with the end-of-archive marker (a
+// zero block) or, as umoci 0.4 writes them and Go's archive/tar accepts, cleanly after the
+// last entry (its padding may be missing too); a stream cut inside a header, an extended
+// header or file data is truncated. The blob's digest proves the bytes are the published ones.
 //
 // The reader judges only the format. What an entry may be or where it may go is the
 // caller's policy (see layer_writer.h): devices, fifos and unknown types come out as entries.
@@ -62,7 +63,7 @@ class TarReader {
 
   // Parses `n` more bytes. The first error (the reader's or the visitor's) is sticky.
   [[nodiscard]] absl::Status Feed(const char* data, size_t n);
-  // The stream has ended: an error unless the end-of-archive marker was read.
+  // The stream has ended: an error unless it ended at the marker or an entry boundary.
   [[nodiscard]] absl::Status Finish();
 
   // The path of the entry being read or last read, for error messages ("" before the first).
@@ -87,6 +88,7 @@ class TarReader {
   uint64_t remaining_ = 0;  // data bytes left in the current entry or record
   uint64_t padding_ = 0;    // bytes to skip after it
   uint64_t offset_ = 0;     // stream offset, for error messages
+  bool last_was_data_ = false;  // the padding being skipped follows file data
 
   // A PAX or GNU record being accumulated, and what it will override in the next entry.
   char meta_type_ = 0;

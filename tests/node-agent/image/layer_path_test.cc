@@ -21,6 +21,9 @@ TEST_CASE("entry paths are normalised, and absolute paths and '..' refused") {
       {"opt/lib/", "opt/lib", ""},
       {"./", "", ""},
       {".", "", ""},
+      {"/", "", ""},  // the root as Go's archive/tar (umoci) names it
+      {"/./", "", ""},
+      {"/..", "", "absolute path"},
       {"/etc/passwd", "", "absolute path"},
       {"../etc/passwd", "", "'..' component"},
       {"opt/../../x", "", "'..' component"},

@@ -148,14 +148,26 @@ TEST_CASE("tar reader rejects a header whose checksum does not match") {
   CHECK(r.seen.empty());
 }
 
-TEST_CASE("tar reader reports a stream that ends before the end-of-archive marker") {
+TEST_CASE("tar reader reports a stream cut inside a header or file data") {
   const TarBuilder b = TarBuilder().File("a", std::string(2000, 'a'));
-  for (const std::string& cut :
-       {b.Unfinished(), b.Unfinished().substr(0, 700), b.Unfinished().substr(0, 100)}) {
+  // 512 header + 2000 data: cut in the data, and inside the header.
+  for (const std::string& cut : {b.Unfinished().substr(0, 700), b.Unfinished().substr(0, 100)}) {
     Recorder r;
     const absl::Status s = Parse(cut, r);
     REQUIRE_FALSE(s.ok());
     CHECK_THAT(Message(s), Catch::Contains("tar: stream truncated"));
+  }
+}
+
+TEST_CASE("tar reader accepts a stream that ends cleanly after its last entry (umoci 0.4)") {
+  const TarBuilder b = TarBuilder().File("a", std::string(2000, 'a')).File("b", "bb");
+  const std::string full = b.Unfinished();
+  // Without the marker; and without the last entry's padding either (512+2048+512+2).
+  for (const std::string& cut : {full, full.substr(0, 512 + 2048 + 512 + 2)}) {
+    Recorder r;
+    REQUIRE(Parse(cut, r).ok());
+    REQUIRE(r.seen.size() == 2);
+    CHECK(r.seen[1].data == "bb");
   }
 }
 
