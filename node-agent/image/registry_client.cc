@@ -391,10 +391,8 @@ absl::Status RegistryClient::FetchBlob(const ImageRef& ref, const Descriptor& bl
     if (auto s = http::StatusOf(*resp); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("blob ", blob.digest, ": ", s.message()));
     }
-    if (received < blob.size && !last) {
-      Backoff(options_.backoff, attempt);
-      continue;  // the connection ended early: resume
-    }
+    // A response that ended as its headers said it would is the server's whole blob: if it
+    // is short, asking again (with Range) cannot help. Only a cut connection (above) resumes.
     break;
   }
   if (received != blob.size) {
