@@ -32,9 +32,25 @@ struct Descriptor {
   int64_t size = 0;
 };
 
+// The architecture this agent was built for, in GOARCH spelling (image indexes use it):
+// the node's own, since the agent runs natively.
+#if defined(__x86_64__)
+inline constexpr char kHostArchitecture[] = "amd64";
+#elif defined(__aarch64__)
+inline constexpr char kHostArchitecture[] = "arm64";
+#elif defined(__powerpc64__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+inline constexpr char kHostArchitecture[] = "ppc64le";
+#elif defined(__s390x__)
+inline constexpr char kHostArchitecture[] = "s390x";
+#elif defined(__riscv) && __riscv_xlen == 64
+inline constexpr char kHostArchitecture[] = "riscv64";
+#else
+#error "unknown architecture: add its GOARCH name here"
+#endif
+
 struct Platform {
   std::string os = "linux";
-  std::string architecture = "amd64";  // GOARCH names, as in image indexes
+  std::string architecture = kHostArchitecture;
 };
 
 struct ResolvedImage {
