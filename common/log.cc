@@ -42,30 +42,7 @@ std::string FormatLogLine(int64_t unix_ms, LogLevel level, std::string_view msg,
   for (const auto& [k, v] : fields) {
     line.Set(k, v);
   }
-  std::string out = ToJson(line);
-  // ToJson may pretty-print: a log line is one line.
-  std::string flat;
-  flat.reserve(out.size());
-  bool in_string = false;
-  bool escaped = false;
-  for (char c : out) {
-    if (in_string) {
-      flat.push_back(c);
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-      flat.push_back(c);
-    } else if (c != '\n' && c != ' ') {
-      flat.push_back(c);
-    }
-  }
-  return flat;
+  return ToJsonLine(line);
 }
 
 void Logger::Log(LogLevel level, std::string_view msg, const Fields& fields) {

@@ -175,6 +175,39 @@ void Yaml(YAML::Emitter& e, const Value& v) {
 
 }  // namespace
 
+// One line, no spaces: log lines and event streams.
+void JsonCompact(std::string& out, const Value& v) {
+  if (v.IsList()) {
+    out.push_back('[');
+    bool first = true;
+    for (const auto& item : v.AsList()) {
+      out += first ? "" : ",";
+      first = false;
+      JsonCompact(out, item);
+    }
+    out.push_back(']');
+  } else if (v.IsMap()) {
+    out.push_back('{');
+    bool first = true;
+    for (const auto& [k, item] : v.AsMap()) {
+      out += first ? "" : ",";
+      first = false;
+      JsonString(out, k);
+      out.push_back(':');
+      JsonCompact(out, item);
+    }
+    out.push_back('}');
+  } else {
+    Json(out, v, 0);  // scalars print the same either way
+  }
+}
+
+std::string ToJsonLine(const Value& v) {
+  std::string out;
+  JsonCompact(out, v);
+  return out;
+}
+
 std::string ToJson(const Value& v) {
   std::string out;
   Json(out, v, 0);

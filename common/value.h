@@ -57,6 +57,8 @@ class Value {
 
 // Compact-free, two-space indented JSON, as kubectl prints it.
 std::string ToJson(const Value& v);
+// The same on one line without spaces or a trailing newline.
+std::string ToJsonLine(const Value& v);
 // Block-style YAML; strings that would read back as another type are quoted.
 std::string ToYaml(const Value& v);
 

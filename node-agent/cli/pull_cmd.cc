@@ -1,7 +1,11 @@
 // kmodd-agent pull: pull and extract one driver image into the cache, for debugging and
 // for pre-seeding nodes.
 
+#include <chrono>
+#include <condition_variable>
 #include <iostream>
+#include <mutex>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/file.h"
@@ -17,10 +21,12 @@ namespace {
 constexpr char kUsage[] =
     "usage: kmodd-agent pull REF [--cache DIR] [--pull-secret FILE] [--ca FILE] [--insecure]\n"
     "                        [--insecure-skip-tls-verify] [--kernel VERSION] [--dir-name DIR]\n"
-    "                        [--firmware-path DIR] [--pull-policy POLICY] [-o yaml|json]\n"
+    "                        [--firmware-path DIR] [--pull-policy POLICY] [--progress]\n"
+    "                        [-o yaml|json]\n"
     "  REF is registry/repo:tag[@sha256:...] or oci-layout:PATH[:TAG]. Extracts\n"
     "  <dir-name>/lib/modules/<kernel>/ (and the firmware path) into the cache and prints\n"
-    "  the tree's path and the manifest digest.\n";
+    "  the tree's path and the manifest digest. --progress writes a JSON line with bytes\n"
+    "  done and total to stderr every 250 ms while blobs download.\n";
 
 }  // namespace
 
@@ -32,6 +38,7 @@ int PullCommand(const std::vector<std::string>& args) {
   std::string dir_name = "/opt";
   std::string firmware_path;
   std::string format = "yaml";
+  bool progress = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     const bool v = i + 1 < args.size();
@@ -53,6 +60,8 @@ int PullCommand(const std::vector<std::string>& args) {
       firmware_path = args[++i];
     } else if (a == "--pull-policy" && v) {
       req.pull_policy = args[++i];
+    } else if (a == "--progress") {
+      progress = true;
     } else if ((a == "-o" || a == "--output") && v) {
       format = args[++i];
     } else if (a == "-h" || a == "--help") {
@@ -98,7 +107,35 @@ int PullCommand(const std::vector<std::string>& args) {
     req.registry.credentials = *creds;
   }
   image::ImageCache images(cache, BeastFactory());
+  // The pull runs here; with --progress a second thread samples the cache's counters, the
+  // same ones the agent's event stream reports.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool finished = false;
+  std::thread reporter;
+  if (progress) {
+    reporter = std::thread([&] {
+      std::unique_lock<std::mutex> lock(mu);
+      while (!cv.wait_for(lock, std::chrono::milliseconds(250), [&] { return finished; })) {
+        for (const auto& [image, bytes] : images.InFlight()) {
+          Value line = Value::EmptyMap();
+          line.Set("image", image);
+          line.Set("bytesDone", bytes.first);
+          line.Set("bytesTotal", bytes.second);
+          std::cerr << ToJsonLine(line) << "\n";
+        }
+      }
+    });
+  }
   auto pulled = images.Pull(req);
+  if (reporter.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      finished = true;
+    }
+    cv.notify_all();
+    reporter.join();
+  }
   if (!pulled.ok()) {
     std::cerr << "error: " << pulled.status().message() << "\n";
     return 1;

@@ -257,6 +257,9 @@ absl::StatusOr<PulledImage> ImageCache::PullLayout(const PullRequest& req, Progr
   if (fs::is_directory(tree, ec)) {
     return PulledImage{tree, image.manifest_digest, false, 0};
   }
+  for (const auto& l : image.layers) {
+    progress.total += l.size;
+  }
   auto applied = ApplyLayers(
       tree, limits_, req.keep_prefixes, image,
       [&](const Descriptor& d, const std::function<absl::Status(const char*, size_t)>& sink) {
