@@ -11,5 +11,7 @@ namespace kmodd::cli {
 
 int ValidateCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int PlanCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int RunCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int StatusCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace kmodd::cli

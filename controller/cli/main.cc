@@ -18,6 +18,8 @@ struct Command {
 constexpr Command kCommands[] = {
     {"validate", kmodd::cli::ValidateCommand, "check Module manifests as the admission webhook would"},
     {"plan", kmodd::cli::PlanCommand, "print the modules every node should run (NodeModulesConfig)"},
+    {"run", kmodd::cli::RunCommand, "serve agents: Modules from a watched directory (standalone)"},
+    {"status", kmodd::cli::StatusCommand, "show Module status as the running controller wrote it"},
 };
 
 void Usage(std::ostream& os) {

@@ -1,0 +1,206 @@
+// `kmodd-controller run`: the standalone controller. Modules from a watched directory,
+// nodes from the agents that connect, desired state pushed over the Sync stream, status
+// written to a file. This file only wires the parts together.
+
+#include <signal.h>
+
+#include <cerrno>
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <ostream>
+#include <random>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/file.h"
+#include "common/log.h"
+#include "controller/cli/commands.h"
+#include "controller/server/hub.h"
+#include "controller/server/status_writer.h"
+#include "controller/server/sync_server.h"
+#include "controller/source/dir_source.h"
+
+namespace kmodd::cli {
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: kmodd-controller run --modules-dir DIR [--listen HOST:PORT]\n"
+    "                            (--cert FILE --key FILE --ca FILE | --insecure)\n"
+    "                            [--status-file FILE] [--forget-after SECONDS]\n"
+    "                            [--log-level debug|info|warn|error]\n"
+    "  --modules-dir   Module manifests (*.yaml, *.yml, *.json), watched for changes\n"
+    "  --listen        where agents connect (default 127.0.0.1:7443)\n"
+    "  --cert, --key   the controller's certificate and key (PEM)\n"
+    "  --ca            the CA that signs agents' certificates; an agent's certificate must\n"
+    "                  name its node (CN or DNS SAN)\n"
+    "  --insecure      plain text, no identity check (tests and demos only)\n"
+    "  --status-file   default /var/lib/kmodd/controller-status.yaml\n"
+    "  --forget-after  seconds a disconnected node stays known (default 600)\n";
+
+struct RunConfig {
+  std::string modules_dir;
+  server::ServerOptions server;
+  std::string cert_file;
+  std::string key_file;
+  std::string ca_file;
+  std::string status_file = "/var/lib/kmodd/controller-status.yaml";
+  int64_t forget_after_s = 600;
+  LogLevel log_level = LogLevel::kInfo;
+};
+
+bool ParseLevel(const std::string& s, LogLevel& out) {
+  if (s == "debug") {
+    out = LogLevel::kDebug;
+  } else if (s == "info") {
+    out = LogLevel::kInfo;
+  } else if (s == "warn") {
+    out = LogLevel::kWarn;
+  } else if (s == "error") {
+    out = LogLevel::kError;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// 0 on success, else the exit code (the message is written).
+int Parse(const std::vector<std::string>& args, RunConfig& c, std::ostream& out,
+          std::ostream& err) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    const bool has_value = i + 1 < args.size();
+    if (a == "--modules-dir" && has_value) {
+      c.modules_dir = args[++i];
+    } else if (a == "--listen" && has_value) {
+      c.server.listen = args[++i];
+    } else if (a == "--cert" && has_value) {
+      c.cert_file = args[++i];
+    } else if (a == "--key" && has_value) {
+      c.key_file = args[++i];
+    } else if (a == "--ca" && has_value) {
+      c.ca_file = args[++i];
+    } else if (a == "--insecure") {
+      c.server.insecure = true;
+    } else if (a == "--status-file" && has_value) {
+      c.status_file = args[++i];
+    } else if (a == "--forget-after" && has_value) {
+      if (!absl::SimpleAtoi(args[++i], &c.forget_after_s) || c.forget_after_s < 0) {
+        err << "error: --forget-after " << args[i] << ": expected whole seconds\n";
+        return 2;
+      }
+    } else if (a == "--log-level" && has_value) {
+      if (!ParseLevel(args[++i], c.log_level)) {
+        err << "error: --log-level " << args[i] << ": expected debug, info, warn or error\n";
+        return 2;
+      }
+    } else if (a == "-h" || a == "--help") {
+      out << kUsage;
+      return -1;
+    } else {
+      err << "error: unexpected argument \"" << a << "\"\n" << kUsage;
+      return 2;
+    }
+  }
+  if (c.modules_dir.empty()) {
+    err << "error: --modules-dir is required\n" << kUsage;
+    return 2;
+  }
+  const bool any_tls = !c.cert_file.empty() || !c.key_file.empty() || !c.ca_file.empty();
+  if (c.server.insecure == any_tls ||
+      (!c.server.insecure && (c.cert_file.empty() || c.key_file.empty() || c.ca_file.empty()))) {
+    err << "error: give either --cert, --key and --ca, or --insecure\n" << kUsage;
+    return 2;
+  }
+  return 0;
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string NewRunId() {
+  std::random_device rd;
+  return absl::StrCat(absl::Hex(rd(), absl::kZeroPad8));
+}
+
+}  // namespace
+
+int RunCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  RunConfig c;
+  if (int rc = Parse(args, c, out, err); rc != 0) {
+    return rc < 0 ? 0 : rc;
+  }
+  Logger log(stderr, c.log_level);
+  if (!c.server.insecure) {
+    for (auto [file, pem] : {std::pair{&c.cert_file, &c.server.cert_pem},
+                             std::pair{&c.key_file, &c.server.key_pem},
+                             std::pair{&c.ca_file, &c.server.ca_pem}}) {
+      absl::StatusOr<std::string> text = ReadFile(*file);
+      if (!text.ok()) {
+        log.Error("cannot read a TLS file", {{"error", text.status().ToString()}});
+        return 1;
+      }
+      *pem = *std::move(text);
+    }
+  } else {
+    log.Warn("plain-text Sync server (--insecure): any client can claim any node");
+  }
+
+  // Signals are taken synchronously by this thread; every thread started below inherits
+  // the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  const std::string run_id = NewRunId();
+  server::Hub hub({run_id, std::chrono::seconds(c.forget_after_s)}, NowMs, log);
+
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(c.status_file).parent_path(), ec);
+  server::StatusWriter status(hub, c.status_file, log);
+  status.Start();
+
+  // Modules first: the first agents must get a plan made from every Module.
+  source::DirSource modules(c.modules_dir, log);
+  if (absl::Status st = modules.Start(
+          [&hub](const source::SourceUpdate& u) { hub.ApplySource(u); });
+      !st.ok()) {
+    log.Error("cannot read the modules directory", {{"error", st.ToString()}});
+    return 1;
+  }
+  server::SyncServer sync(hub, c.server, log);
+  if (absl::Status st = sync.Start(); !st.ok()) {
+    log.Error("cannot start the sync server", {{"error", st.ToString()}});
+    modules.Stop();
+    return 1;
+  }
+  log.Info("controller running", {{"run", run_id},
+                                  {"modulesDir", c.modules_dir},
+                                  {"statusFile", c.status_file}});
+
+  const timespec tick{1, 0};
+  for (;;) {
+    const int sig = sigtimedwait(&signals, nullptr, &tick);
+    if (sig == SIGTERM || sig == SIGINT) {
+      log.Info("shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
+      break;
+    }
+    if (sig < 0 && errno != EAGAIN && errno != EINTR) {
+      log.Error("sigtimedwait failed", {{"error", ErrnoStatus(errno, "sigtimedwait", "").ToString()}});
+      break;
+    }
+    (void)hub.ForgetGone();
+  }
+  modules.Stop();
+  sync.Shutdown();
+  status.Stop();
+  return 0;
+}
+
+}  // namespace kmodd::cli

@@ -1,0 +1,172 @@
+// `kmodd-controller status`: what the standalone controller last wrote to its status file,
+// as a table for people or as the document itself for machines.
+
+#include <algorithm>
+#include <ostream>
+
+#include "absl/strings/str_cat.h"
+#include "common/file.h"
+#include "common/value.h"
+#include "controller/cli/commands.h"
+#include "controller/server/status.h"
+
+namespace kmodd::cli {
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: kmodd-controller status [--status-file FILE] [-o table|yaml|json] [--nodes]\n"
+    "  --status-file  what `run` writes (default /var/lib/kmodd/controller-status.yaml)\n"
+    "  -o             table (default): one row per Module with KMM's moduleLoader counters;\n"
+    "                 yaml and json print the whole status document\n"
+    "  --nodes        table: one row per (Module, node) with its phase and message\n";
+
+std::string Str(const Value* v) {
+  if (v == nullptr || v->IsNull()) {
+    return "";
+  }
+  if (v->IsString()) {
+    return v->AsString();
+  }
+  if (v->IsInt()) {
+    return absl::StrCat(v->AsInt());
+  }
+  if (v->IsBool()) {
+    return v->AsBool() ? "true" : "false";
+  }
+  return "?";
+}
+
+const Value::List& ListOf(const Value& doc, const char* key) {
+  static const Value::List kEmpty;  // NOLINT(cert-err58-cpp): cannot throw
+  const Value* v = doc.Find(key);
+  return v != nullptr && v->IsList() ? v->AsList() : kEmpty;
+}
+
+std::string Table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths(rows.front().size(), 0);
+  for (const auto& r : rows) {
+    for (size_t c = 0; c < r.size(); ++c) {
+      widths[c] = std::max(widths[c], r[c].size());
+    }
+  }
+  std::string out;
+  for (const auto& r : rows) {
+    for (size_t c = 0; c < r.size(); ++c) {
+      out += r[c];
+      if (c + 1 < r.size()) {
+        out.append(widths[c] - r[c].size() + 3, ' ');
+      }
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+std::string ModulesTable(const Value& doc, bool per_node) {
+  std::vector<std::vector<std::string>> rows;
+  if (per_node) {
+    rows.push_back({"NAMESPACE", "NAME", "NODE", "PHASE", "SINCE", "MESSAGE"});
+  } else {
+    rows.push_back({"NAMESPACE", "NAME", "MATCHING", "DESIRED", "AVAILABLE", "DEGRADED"});
+  }
+  for (const auto& m : ListOf(doc, "modules")) {
+    const std::string ns = Str(m.Find("namespace"));
+    const std::string name = Str(m.Find("name"));
+    const Value* status = m.Find("status");
+    if (status == nullptr) {
+      continue;
+    }
+    if (per_node) {
+      for (const auto& n : ListOf(*status, "nodes")) {
+        std::string phase = Str(n.Find("phase"));
+        if (const Value* c = n.Find("connected"); c != nullptr && c->IsBool() && !c->AsBool()) {
+          phase += " (disconnected)";
+        }
+        rows.push_back({ns, name, Str(n.Find("node")), phase, Str(n.Find("since")),
+                        Str(n.Find("message"))});
+      }
+      continue;
+    }
+    const Value* loader = status->Find("moduleLoader");
+    std::string degraded = "False";
+    for (const auto& c : ListOf(*status, "conditions")) {
+      if (Str(c.Find("type")) == "Degraded") {
+        degraded = Str(c.Find("status"));
+      }
+    }
+    rows.push_back({ns, name,
+                    Str(loader ? loader->Find("nodesMatchingSelectorNumber") : nullptr),
+                    Str(loader ? loader->Find("desiredNumber") : nullptr),
+                    Str(loader ? loader->Find("availableNumber") : nullptr), degraded});
+  }
+  std::string out = Table(rows);
+  int connected = 0;
+  int away = 0;
+  for (const auto& n : ListOf(doc, "nodes")) {
+    const Value* c = n.Find("connected");
+    (c != nullptr && c->IsBool() && c->AsBool() ? connected : away) += 1;
+  }
+  absl::StrAppend(&out, "\nagents: ", connected, " connected, ", away, " disconnected (status at ",
+                  Str(doc.Find("generatedAt")), ")\n");
+  const auto& errors = ListOf(doc, "errors");
+  if (!errors.empty()) {
+    absl::StrAppend(&out, "rejected manifests (their Modules as last accepted stay in force):\n");
+    for (const auto& e : errors) {
+      absl::StrAppend(&out, "  ", Str(e.Find("file")), ":", Str(e.Find("line")), ": ",
+                      Str(e.Find("object")), e.Find("object") ? ": " : "", Str(e.Find("field")),
+                      e.Find("field") ? ": " : "", Str(e.Find("message")), "\n");
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+int StatusCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::string path = "/var/lib/kmodd/controller-status.yaml";
+  std::string format = "table";
+  bool per_node = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    const bool has_value = i + 1 < args.size();
+    if (a == "--status-file" && has_value) {
+      path = args[++i];
+    } else if ((a == "-o" || a == "--output") && has_value) {
+      format = args[++i];
+    } else if (a == "--nodes") {
+      per_node = true;
+    } else if (a == "-h" || a == "--help") {
+      out << kUsage;
+      return 0;
+    } else {
+      err << "error: unexpected argument \"" << a << "\"\n" << kUsage;
+      return 2;
+    }
+  }
+  if (format != "yaml" && format != "json" && format != "table") {
+    err << "error: -o " << format << ": expected table, yaml or json\n";
+    return 2;
+  }
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) {
+    err << "error: " << text.status().message()
+        << "\n(is `kmodd-controller run` running with this --status-file?)\n";
+    return 1;
+  }
+  absl::StatusOr<Value> doc = server::ParseStatusDocument(*text);
+  if (!doc.ok()) {
+    err << "error: " << path << ": " << doc.status().message() << "\n";
+    return 1;
+  }
+  if (format == "yaml") {
+    out << ToYaml(*doc);
+  } else if (format == "json") {
+    out << ToJson(*doc);
+  } else {
+    out << ModulesTable(*doc, per_node);
+  }
+  return 0;
+}
+
+}  // namespace kmodd::cli

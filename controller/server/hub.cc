@@ -1,0 +1,257 @@
+#include "controller/server/hub.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "controller/server/wire.h"
+
+namespace kmodd::server {
+
+Hub::Hub(HubOptions options, Clock now_ms, Logger& log)
+    : options_(std::move(options)), now_ms_(std::move(now_ms)), log_(log) {}
+
+void Hub::ChangedLocked() {
+  ++changes_;
+  changed_cv_.notify_all();
+}
+
+void Hub::PushLocked(const std::string& name, Entry& e) {
+  if (e.stale || !e.desired) {
+    std::optional<plan::NodePlan> p = planner_.PlanFor(name);
+    auto d = std::make_shared<v1::NodeDesired>();
+    if (p) {
+      *d = DesiredFromPlan(*p, absl::StrCat(options_.run_id, "-", ++seq_));
+    } else {
+      d->set_version(absl::StrCat(options_.run_id, "-", ++seq_));
+    }
+    e.desired = std::move(d);
+    e.stale = false;
+  }
+  e.record.pushed_version = e.desired->version();
+  e.stream->Push(e.desired);
+}
+
+size_t Hub::PushChangedLocked(const std::vector<std::string>& nodes) {
+  size_t pushed = 0;
+  for (const auto& name : nodes) {
+    auto it = nodes_.find(name);
+    if (it == nodes_.end()) {
+      continue;
+    }
+    it->second.stale = true;
+    if (serving_ && it->second.stream != nullptr) {
+      PushLocked(name, it->second);
+      ++pushed;
+    }
+  }
+  return pushed;
+}
+
+void Hub::SetNodeLocked(Entry& e, api::Node node) {
+  if (e.desired && node == e.node) {
+    return;
+  }
+  e.node = node;
+  const std::string name = node.metadata.name;
+  for (const auto& changed : planner_.SetNode(std::move(node))) {
+    if (changed == name) {
+      e.stale = true;
+    }
+  }
+}
+
+void Hub::ApplySource(const source::SourceUpdate& update) {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> changed;
+  auto add = [&changed](std::vector<std::string> names) {
+    changed.insert(changed.end(), names.begin(), names.end());
+  };
+  for (const auto& c : update.changes) {
+    for (const auto& key : c.removed) {
+      modules_.erase(key);
+      add(planner_.RemoveModule(key));
+    }
+    for (const auto& m : c.set) {
+      modules_.insert_or_assign(m.Key(), m);
+      add(planner_.SetModule(m));
+    }
+  }
+  std::sort(changed.begin(), changed.end());
+  changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
+  errors_ = update.errors;
+  if (!serving_ && errors_.empty()) {
+    serving_ = true;
+    for (auto& [name, e] : nodes_) {
+      changed.push_back(name);  // connected before: they have been sent nothing yet
+    }
+    std::sort(changed.begin(), changed.end());
+    changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
+  } else if (!serving_) {
+    log_.Warn("Module manifests rejected before any were accepted: no desired state is sent "
+              "until they are fixed, agents keep what they run",
+              {{"errors", static_cast<int64_t>(errors_.size())}});
+  }
+  const size_t pushed = PushChangedLocked(changed);
+  if (!changed.empty()) {
+    log_.Info("desired state changed", {{"nodes", static_cast<int64_t>(changed.size())},
+                                        {"pushed", static_cast<int64_t>(pushed)}});
+  }
+  ChangedLocked();
+}
+
+absl::Status Hub::Hello(AgentStream* stream, const v1::NodeInfo& info) {
+  if (info.name().empty()) {
+    return absl::InvalidArgumentError(
+        "the first report of a stream must carry node.name (the hello)");
+  }
+  std::lock_guard lock(mu_);
+  const std::string& name = info.name();
+  Entry& e = nodes_[name];
+  if (e.stream != nullptr && e.stream != stream) {
+    streams_.erase(e.stream);
+    e.stream->Close(absl::AbortedError("replaced by a newer stream from the same node"));
+    log_.Info("agent stream replaced by a newer one", {{"node", name}});
+  }
+  e.stream = stream;
+  streams_[stream] = name;
+  e.record.name = name;
+  e.record.connected = true;
+  e.record.since_unix_ms = now_ms_();
+  e.record.kernel_release = info.kernel_release();
+  e.record.boot_id = info.boot_id();
+  e.record.agent_version = info.agent_version();
+  SetNodeLocked(e, NodeFromInfo(info));
+  if (serving_) {
+    PushLocked(name, e);
+  }
+  log_.Info("agent connected", {{"node", name},
+                                {"kernel", info.kernel_release()},
+                                {"version", e.record.pushed_version},
+                                {"modules", e.desired ? e.desired->modules_size() : 0}});
+  ChangedLocked();
+  return absl::OkStatus();
+}
+
+absl::Status Hub::Report(AgentStream* stream, const v1::NodeReport& report) {
+  std::lock_guard lock(mu_);
+  auto s = streams_.find(stream);
+  if (s == streams_.end()) {
+    return absl::AbortedError("this stream was replaced or has not said hello");
+  }
+  const std::string& name = s->second;
+  Entry& e = nodes_.at(name);
+  if (report.has_node()) {
+    if (report.node().name() != name) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "this stream is node ", name, "'s; it cannot report as ", report.node().name()));
+    }
+    e.record.kernel_release = report.node().kernel_release();
+    e.record.boot_id = report.node().boot_id();
+    e.record.agent_version = report.node().agent_version();
+    SetNodeLocked(e, NodeFromInfo(report.node()));
+    if (serving_ && e.stale) {
+      PushLocked(name, e);
+    }
+  }
+  if (report.has_ack()) {
+    const v1::Ack& ack = report.ack();
+    if (ack.accepted()) {
+      e.record.acked_version = ack.version();
+    } else {
+      e.record.nacked_version = ack.version();
+      e.record.nack_error = ack.error();
+      log_.Warn("agent refused a desired state; it keeps the previous one",
+                {{"node", name}, {"version", ack.version()}, {"error", ack.error()}});
+    }
+  }
+  // The modules are the agent's full observed state; a bare ACK leaves them as they were.
+  if (!report.has_ack() || report.modules_size() > 0) {
+    e.record.modules = ReportedFromProto(report.modules());
+  }
+  if (!report.applied_version().empty()) {
+    e.record.applied_version = report.applied_version();
+  }
+  ChangedLocked();
+  return absl::OkStatus();
+}
+
+void Hub::Goodbye(AgentStream* stream) {
+  std::lock_guard lock(mu_);
+  auto s = streams_.find(stream);
+  if (s == streams_.end()) {
+    return;  // replaced, or never said hello
+  }
+  Entry& e = nodes_.at(s->second);
+  e.stream = nullptr;
+  e.record.connected = false;
+  e.record.since_unix_ms = now_ms_();
+  log_.Info("agent disconnected; its node keeps its plan", {{"node", s->second}});
+  streams_.erase(s);
+  ChangedLocked();
+}
+
+size_t Hub::ForgetGone() {
+  std::lock_guard lock(mu_);
+  const int64_t cutoff = now_ms_() - options_.forget_after.count();
+  size_t forgotten = 0;
+  for (auto it = nodes_.begin(); it != nodes_.end();) {
+    const NodeRecord& r = it->second.record;
+    if (!r.connected && r.since_unix_ms < cutoff) {
+      log_.Info("node forgotten after its agent stayed away",
+                {{"node", it->first}, {"disconnectedSince", Rfc3339(r.since_unix_ms)}});
+      (void)planner_.RemoveNode(it->first);
+      it = nodes_.erase(it);
+      ++forgotten;
+    } else {
+      ++it;
+    }
+  }
+  if (forgotten > 0) {
+    ChangedLocked();
+  }
+  return forgotten;
+}
+
+uint64_t Hub::WaitForChange(uint64_t seen, std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(mu_);
+  changed_cv_.wait_until(lock, deadline, [&] { return changes_ != seen; });
+  return changes_;
+}
+
+void Hub::WakeAll() {
+  std::lock_guard lock(mu_);
+  ChangedLocked();
+}
+
+ControllerStatus Hub::Status() {
+  std::lock_guard lock(mu_);
+  StatusInput in;
+  in.run_id = options_.run_id;
+  in.now_unix_ms = now_ms_();
+  in.errors = errors_;
+  for (const auto& [key, m] : modules_) {
+    in.modules.push_back(&m);
+  }
+  in.plans = planner_.PlanAll();
+  for (const auto& [name, e] : nodes_) {
+    in.nodes.push_back(&e.record);
+  }
+  return Aggregate(in);
+}
+
+std::optional<NodeRecord> Hub::Node(const std::string& name) {
+  std::lock_guard lock(mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) {
+    return std::nullopt;
+  }
+  return it->second.record;
+}
+
+size_t Hub::ConnectedCount() {
+  std::lock_guard lock(mu_);
+  return streams_.size();
+}
+
+}  // namespace kmodd::server

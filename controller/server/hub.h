@@ -1,0 +1,118 @@
+#pragma once
+
+// The standalone controller's state: the Modules in force, the planner, and every node an
+// agent has connected for. It decides what each node is sent and when: a node gets its
+// desired state when its stream says hello, and again only when the planner says that
+// node's desired modules changed. gRPC stays outside: streams are AgentStreams.
+//
+// Nothing is sent before the source has once been read without errors: a controller that
+// restarts with a broken manifest must not tell every node to unload the Modules that
+// manifest defines. Until then agents connect, report, and keep what they run
+// (fail-static); after that, a rejected manifest keeps its Modules (see ModuleFiles).
+//
+// Thread-safe: sources, streams and the status writer call in from their own threads.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/log.h"
+#include "controller/api/module.h"
+#include "controller/plan/planner.h"
+#include "controller/server/status.h"
+#include "controller/source/dir_source.h"
+#include "kmodd/v1/sync.pb.h"
+
+namespace kmodd::server {
+
+// One agent's stream as the hub sees it. Called with the hub's lock held: implementations
+// must not block and must not call back into the hub.
+class AgentStream {
+ public:
+  virtual ~AgentStream() = default;
+  // Sends a desired state. One not yet on the wire may be replaced by a newer one.
+  virtual void Push(std::shared_ptr<const v1::NodeDesired> desired) = 0;
+  // Ends the stream (a newer stream for the same node replaced it).
+  virtual void Close(const absl::Status& why) = 0;
+};
+
+struct HubOptions {
+  std::string run_id;  // the "<run id>" of every version this run sends
+  // A node whose agent has been away this long is forgotten (its plan dropped).
+  std::chrono::milliseconds forget_after = std::chrono::minutes(10);
+};
+
+class Hub {
+ public:
+  using Clock = std::function<int64_t()>;  // unix milliseconds
+
+  Hub(HubOptions options, Clock now_ms, Logger& log);
+  Hub(const Hub&) = delete;
+  Hub& operator=(const Hub&) = delete;
+
+  // New, changed and removed Modules, and the manifests currently rejected.
+  void ApplySource(const source::SourceUpdate& update);
+
+  // The first message of a stream: registers the node and pushes its desired state.
+  // InvalidArgument when the hello names no node.
+  [[nodiscard]] absl::Status Hello(AgentStream* stream, const v1::NodeInfo& info);
+  // Every later message (and the hello's ack and modules). An error ends the stream.
+  [[nodiscard]] absl::Status Report(AgentStream* stream, const v1::NodeReport& report);
+  // The stream ended. The node keeps its plan and its last report, marked disconnected.
+  void Goodbye(AgentStream* stream);
+
+  // Forgets the nodes away for longer than forget_after; returns how many.
+  size_t ForgetGone();
+
+  // Blocks until the status changed after change number `seen`, or until `deadline`;
+  // returns the current change number.
+  uint64_t WaitForChange(uint64_t seen, std::chrono::steady_clock::time_point deadline);
+  // Wakes every WaitForChange, as a change does (on shutdown, for a last status).
+  void WakeAll();
+
+  ControllerStatus Status();
+  std::optional<NodeRecord> Node(const std::string& name);
+  size_t ConnectedCount();
+
+ private:
+  struct Entry {
+    NodeRecord record;
+    api::Node node;                  // what the planner was last given
+    AgentStream* stream = nullptr;   // null while disconnected
+    std::shared_ptr<const v1::NodeDesired> desired;  // the last one built
+    bool stale = true;               // the plan changed since `desired` was built
+  };
+
+  // Marks the nodes' plans changed and pushes to the connected ones (once serving);
+  // returns how many.
+  size_t PushChangedLocked(const std::vector<std::string>& nodes);
+  void PushLocked(const std::string& name, Entry& e);
+  void SetNodeLocked(Entry& e, api::Node node);
+  void ChangedLocked();
+
+  const HubOptions options_;
+  const Clock now_ms_;
+  Logger& log_;
+
+  std::mutex mu_;
+  std::condition_variable changed_cv_;
+  uint64_t changes_ = 0;
+  uint64_t seq_ = 0;
+  bool serving_ = false;  // the source has been read once without errors
+  plan::Planner planner_;
+  std::map<std::string, api::Module> modules_;  // in force, by key (for the status)
+  std::vector<api::Diagnostic> errors_;
+  std::map<std::string, Entry> nodes_;
+  std::unordered_map<AgentStream*, std::string> streams_;
+};
+
+}  // namespace kmodd::server

@@ -1,0 +1,322 @@
+#include "controller/server/status.h"
+
+#include <algorithm>
+#include <ctime>
+#include <map>
+#include <set>
+
+#include <yaml-cpp/yaml.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace kmodd::server {
+
+namespace {
+
+const NodeRecord* FindNode(const std::vector<const NodeRecord*>& nodes, const std::string& name) {
+  auto it = std::lower_bound(nodes.begin(), nodes.end(), name,
+                             [](const NodeRecord* n, const std::string& k) { return n->name < k; });
+  return it != nodes.end() && (*it)->name == name ? *it : nullptr;
+}
+
+const ReportedModule* FindReported(const NodeRecord* n, const std::string& key) {
+  if (n == nullptr) {
+    return nullptr;
+  }
+  auto it = std::lower_bound(n->modules.begin(), n->modules.end(), key,
+                             [](const ReportedModule& m, const std::string& k) { return m.key < k; });
+  return it != n->modules.end() && it->key == key ? &*it : nullptr;
+}
+
+// The row of a node planned to run a Module.
+NodeModuleStatus DesiredRow(const std::string& node, const NodeRecord* rec,
+                            const ReportedModule* rm, const plan::DesiredModule& dm) {
+  NodeModuleStatus row{node, "Pending", "", "", 0, rec != nullptr && rec->connected};
+  if (rm != nullptr) {
+    row.phase = rm->phase;
+    row.message = rm->message;
+    row.image_digest = rm->image_digest;
+    row.since_unix_ms = rm->since_unix_ms;
+  } else if (row.connected) {
+    row.message = "waiting for the agent's report";
+  }
+  if (!row.connected) {
+    if (rm == nullptr) {
+      row.phase = "Unknown";
+    }
+    row.message = rm != nullptr && !rm->message.empty()
+                      ? absl::StrCat("agent disconnected; last report: ", rm->message)
+                      : std::string("agent disconnected");
+  }
+  if (dm.held) {
+    row.message = absl::StrCat(row.message, row.message.empty() ? "" : "; ", "held at version ",
+                               dm.config->version, " by the node's version label");
+  }
+  return row;
+}
+
+bool Available(const NodeModuleStatus& row, const ReportedModule* rm,
+               const plan::DesiredModule& dm) {
+  return row.connected && rm != nullptr && rm->phase == "Loaded" &&
+         (dm.config->version.empty() || rm->version == dm.config->version);
+}
+
+std::vector<Condition> Conditions(const ModuleState& m) {
+  const auto& c = m.module_loader;
+  Condition available{"Available", "False", "", ""};
+  if (c.desired_number == 0) {
+    available.reason = "NoTargetNodes";
+    available.message = "no node is planned to run it";
+  } else {
+    available.status = c.available_number == c.desired_number ? "True" : "False";
+    available.reason = c.available_number == c.desired_number ? "AllNodesLoaded" : "NodesNotLoaded";
+    available.message =
+        absl::StrCat(c.available_number, " of ", c.desired_number, " nodes have it loaded");
+  }
+  Condition degraded{"Degraded", "False", "AsExpected", ""};
+  int failed = 0;
+  for (const auto& row : m.nodes) {
+    if (row.phase == "Failed") {
+      if (failed++ == 0) {
+        degraded.message = absl::StrCat(row.node, ": ", row.message);
+      }
+    }
+  }
+  if (failed > 0) {
+    degraded.status = "True";
+    degraded.reason = "LoadFailed";
+    if (failed > 1) {
+      degraded.message = absl::StrCat(failed, " nodes failed; first ", degraded.message);
+    }
+  }
+  return {available, degraded};
+}
+
+}  // namespace
+
+ControllerStatus Aggregate(const StatusInput& in) {
+  ControllerStatus out;
+  out.run_id = in.run_id;
+  out.generated_unix_ms = in.now_unix_ms;
+  out.errors = in.errors;
+  std::map<std::string, size_t> index;
+  for (const api::Module* m : in.modules) {
+    index.emplace(m->Key(), out.modules.size());
+    out.modules.push_back(ModuleState{m->metadata.namespace_, m->metadata.name, {}, {}, {}});
+  }
+  for (const auto& p : in.plans) {
+    const std::string& node = p.node->metadata.name;
+    const NodeRecord* rec = FindNode(in.nodes, node);
+    std::set<std::string> planned;
+    for (const auto& dm : p.modules) {
+      const std::string key = dm.module->Key();
+      planned.insert(key);
+      ModuleState& st = out.modules[index.at(key)];
+      const ReportedModule* rm = FindReported(rec, key);
+      NodeModuleStatus row = DesiredRow(node, rec, rm, dm);
+      ++st.module_loader.nodes_matching_selector_number;
+      ++st.module_loader.desired_number;
+      if (Available(row, rm, dm)) {
+        ++st.module_loader.available_number;
+      }
+      st.nodes.push_back(std::move(row));
+    }
+    for (const auto& s : p.skipped) {
+      if (s.reason == plan::SkipReason::kSelector || s.reason == plan::SkipReason::kNoModuleLoader) {
+        continue;
+      }
+      ModuleState& st = out.modules[index.at(s.module->Key())];
+      ++st.module_loader.nodes_matching_selector_number;
+      st.nodes.push_back(NodeModuleStatus{
+          node, "Skipped", plan::DescribeSkip(*s.module, *p.node, s.reason, s.detail), "", 0,
+          rec != nullptr && rec->connected});
+    }
+    if (rec == nullptr) {
+      continue;
+    }
+    // Reported but not planned here: being unloaded, or kept by a disconnected agent.
+    for (const auto& rm : rec->modules) {
+      auto it = index.find(rm.key);
+      if (it == index.end() || planned.count(rm.key) != 0) {
+        continue;
+      }
+      ModuleState& st = out.modules[it->second];
+      const bool skipped_row = !st.nodes.empty() && st.nodes.back().node == node;
+      NodeModuleStatus row{node,           rm.phase,         rm.message,
+                           rm.image_digest, rm.since_unix_ms, rec->connected};
+      if (skipped_row) {
+        st.nodes.back() = std::move(row);  // what the node does says more than why
+      } else {
+        st.nodes.push_back(std::move(row));
+      }
+    }
+  }
+  for (auto& m : out.modules) {
+    m.conditions = Conditions(m);
+  }
+  out.nodes.reserve(in.nodes.size());
+  for (const NodeRecord* n : in.nodes) {
+    out.nodes.push_back(*n);
+  }
+  return out;
+}
+
+std::string Rfc3339(int64_t unix_ms) {
+  if (unix_ms <= 0) {
+    return "";
+  }
+  const auto secs = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[40];
+  const size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  std::snprintf(buf + n, sizeof buf - n, ".%03dZ", static_cast<int>(unix_ms % 1000));
+  return buf;
+}
+
+namespace {
+
+void SetIf(Value& v, const char* key, const std::string& s) {
+  if (!s.empty()) {
+    v.Set(key, s);
+  }
+}
+
+Value NodeValue(const NodeRecord& n) {
+  Value v = Value::EmptyMap();
+  v.Set("name", n.name);
+  v.Set("connected", n.connected);
+  SetIf(v, "since", Rfc3339(n.since_unix_ms));
+  SetIf(v, "kernelRelease", n.kernel_release);
+  SetIf(v, "bootID", n.boot_id);
+  SetIf(v, "agentVersion", n.agent_version);
+  SetIf(v, "pushedVersion", n.pushed_version);
+  SetIf(v, "ackedVersion", n.acked_version);
+  SetIf(v, "appliedVersion", n.applied_version);
+  if (!n.nacked_version.empty()) {
+    v.Set("nack", Value::Map{{"version", n.nacked_version}, {"error", n.nack_error}});
+  }
+  v.Set("modules", static_cast<int64_t>(n.modules.size()));
+  return v;
+}
+
+Value ModuleValue(const ModuleState& m) {
+  Value loader = Value::EmptyMap();
+  loader.Set("nodesMatchingSelectorNumber", m.module_loader.nodes_matching_selector_number);
+  loader.Set("desiredNumber", m.module_loader.desired_number);
+  loader.Set("availableNumber", m.module_loader.available_number);
+  Value conditions = Value::EmptyList();
+  for (const auto& c : m.conditions) {
+    conditions.Append(Value::Map{
+        {"type", c.type}, {"status", c.status}, {"reason", c.reason}, {"message", c.message}});
+  }
+  Value nodes = Value::EmptyList();
+  for (const auto& r : m.nodes) {
+    Value row = Value::EmptyMap();
+    row.Set("node", r.node);
+    row.Set("phase", r.phase);
+    row.Set("message", r.message);
+    SetIf(row, "imageDigest", r.image_digest);
+    SetIf(row, "since", Rfc3339(r.since_unix_ms));
+    if (!r.connected) {
+      row.Set("connected", false);
+    }
+    nodes.Append(std::move(row));
+  }
+  Value status = Value::EmptyMap();
+  status.Set("moduleLoader", std::move(loader));
+  status.Set("conditions", std::move(conditions));
+  status.Set("nodes", std::move(nodes));
+  Value v = Value::EmptyMap();
+  v.Set("namespace", m.namespace_);
+  v.Set("name", m.name);
+  v.Set("status", std::move(status));
+  return v;
+}
+
+Value ErrorValue(const api::Diagnostic& d) {
+  Value v = Value::EmptyMap();
+  v.Set("file", d.source);
+  if (d.line > 0) {
+    v.Set("line", d.line);
+  }
+  SetIf(v, "object", d.object);
+  SetIf(v, "field", d.path);
+  v.Set("message", d.message);
+  return v;
+}
+
+Value FromYaml(const YAML::Node& n) {
+  if (n.IsMap()) {
+    Value v = Value::EmptyMap();
+    for (const auto& kv : n) {
+      v.Set(kv.first.as<std::string>(), FromYaml(kv.second));
+    }
+    return v;
+  }
+  if (n.IsSequence()) {
+    Value v = Value::EmptyList();
+    for (const auto& item : n) {
+      v.Append(FromYaml(item));
+    }
+    return v;
+  }
+  if (!n.IsScalar()) {
+    return nullptr;
+  }
+  const std::string& s = n.Scalar();
+  if (n.Tag() == "!") {  // quoted: a string whatever it looks like
+    return s;
+  }
+  if (s == "true" || s == "false") {
+    return s == "true";
+  }
+  if (s == "null" || s == "~") {
+    return nullptr;
+  }
+  int64_t i = 0;
+  if (absl::SimpleAtoi(s, &i)) {
+    return i;
+  }
+  return s;
+}
+
+}  // namespace
+
+Value ToValue(const ControllerStatus& s) {
+  Value v = Value::EmptyMap();
+  v.Set("kind", "ControllerStatus");
+  v.Set("runID", s.run_id);
+  v.Set("generatedAt", Rfc3339(s.generated_unix_ms));
+  Value modules = Value::EmptyList();
+  for (const auto& m : s.modules) {
+    modules.Append(ModuleValue(m));
+  }
+  v.Set("modules", std::move(modules));
+  Value nodes = Value::EmptyList();
+  for (const auto& n : s.nodes) {
+    nodes.Append(NodeValue(n));
+  }
+  v.Set("nodes", std::move(nodes));
+  Value errors = Value::EmptyList();
+  for (const auto& e : s.errors) {
+    errors.Append(ErrorValue(e));
+  }
+  v.Set("errors", std::move(errors));
+  return v;
+}
+
+absl::StatusOr<Value> ParseStatusDocument(std::string_view text) {
+  try {
+    YAML::Node doc = YAML::Load(std::string(text));
+    if (!doc.IsMap()) {
+      return absl::InvalidArgumentError("not a kmodd controller status document");
+    }
+    return FromYaml(doc);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("not a status document: ", e.what()));
+  }
+}
+
+}  // namespace kmodd::server

@@ -1,0 +1,107 @@
+#pragma once
+
+// Module status in standalone mode, aggregated from the plan and the agents' reports.
+// PURE: the caller passes the time and everything it knows; no I/O, no clock, no protobuf.
+//
+// Per Module, KMM's `status.moduleLoader` counters
+//   nodesMatchingSelectorNumber: nodes whose labels match the selector
+//   desiredNumber:               nodes planned to run it (run or held)
+//   availableNumber:             of those, connected nodes that report it Loaded (at the
+//                                planned version, when the Module sets one)
+// plus kmodd's per-node rows (phase, message, image digest, since) and two conditions,
+// Available and Degraded. The status file also lists the nodes and the manifests rejected.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/value.h"
+#include "controller/api/diagnostic.h"
+#include "controller/api/module.h"
+#include "controller/plan/planner.h"
+
+namespace kmodd::server {
+
+// What an agent last reported about one module.
+struct ReportedModule {
+  std::string key;    // namespace/name
+  std::string phase;  // Pending, Pulling, Loading, Loaded, Unloading, Failed
+  std::string message;
+  std::string image_digest;
+  std::string version;
+  int64_t since_unix_ms = 0;
+  bool operator==(const ReportedModule&) const = default;
+};
+
+// What the controller knows about one node.
+struct NodeRecord {
+  std::string name;
+  bool connected = false;
+  int64_t since_unix_ms = 0;  // connected, or disconnected, since
+  std::string kernel_release;
+  std::string boot_id;
+  std::string agent_version;
+  std::string pushed_version;   // the last desired state sent
+  std::string acked_version;    // the last one the agent accepted
+  std::string nacked_version;   // the last one it refused, and why
+  std::string nack_error;
+  std::string applied_version;  // what the agent says it works on
+  std::vector<ReportedModule> modules;  // sorted by key
+};
+
+struct StatusInput {
+  std::vector<const api::Module*> modules;  // every Module in force, sorted by key
+  std::vector<plan::NodePlan> plans;        // every node's plan, sorted by node name
+  std::vector<const NodeRecord*> nodes;     // sorted by name
+  std::vector<api::Diagnostic> errors;      // rejected manifests
+  std::string run_id;
+  int64_t now_unix_ms = 0;
+};
+
+struct Condition {
+  std::string type;
+  std::string status;  // True, False
+  std::string reason;
+  std::string message;
+  bool operator==(const Condition&) const = default;
+};
+
+struct NodeModuleStatus {
+  std::string node;
+  std::string phase;  // a reported phase, or Pending (no report yet), Skipped, Unknown
+  std::string message;
+  std::string image_digest;
+  int64_t since_unix_ms = 0;
+  bool connected = true;
+  bool operator==(const NodeModuleStatus&) const = default;
+};
+
+struct ModuleState {
+  std::string namespace_;
+  std::string name;
+  api::DaemonSetStatus module_loader;
+  std::vector<Condition> conditions;
+  std::vector<NodeModuleStatus> nodes;  // sorted by node
+};
+
+struct ControllerStatus {
+  std::string run_id;
+  int64_t generated_unix_ms = 0;
+  std::vector<ModuleState> modules;
+  std::vector<NodeRecord> nodes;
+  std::vector<api::Diagnostic> errors;
+};
+
+ControllerStatus Aggregate(const StatusInput& in);
+
+// The status document (the status file's content, as YAML or JSON).
+Value ToValue(const ControllerStatus& s);
+
+// Reads a status document back (YAML or JSON) for `kmodd-controller status`.
+[[nodiscard]] absl::StatusOr<Value> ParseStatusDocument(std::string_view text);
+
+std::string Rfc3339(int64_t unix_ms);
+
+}  // namespace kmodd::server

@@ -1,0 +1,237 @@
+#include "controller/server/sync_server.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <mutex>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "kmodd/v1/sync.grpc.pb.h"
+
+namespace kmodd::server {
+
+namespace {
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  return {static_cast<grpc::StatusCode>(s.code()), std::string(s.message())};
+}
+
+std::vector<std::string> Property(const grpc::AuthContext& ctx, const char* name) {
+  std::vector<std::string> out;
+  for (const auto& v : ctx.FindPropertyValues(name)) {
+    out.emplace_back(v.data(), v.size());
+  }
+  return out;
+}
+
+// One agent stream. Reads run one at a time; writes too, and a desired state that arrives
+// while one is on the wire replaces any other still waiting (only the newest matters).
+// StartWrite and Finish are called under mu_: gRPC does not serialize them itself, and
+// their completions are never run inline, so holding mu_ cannot deadlock.
+class SyncReactor final : public grpc::ServerBidiReactor<v1::NodeReport, v1::NodeDesired>,
+                          public AgentStream {
+ public:
+  SyncReactor(grpc::CallbackServerContext* ctx, Hub& hub, Logger& log, bool check_identity)
+      : ctx_(ctx), hub_(hub), log_(log), check_identity_(check_identity) {
+    StartRead(&in_);
+  }
+
+  void Push(std::shared_ptr<const v1::NodeDesired> desired) override {
+    std::lock_guard lock(mu_);
+    if (finished_ || broken_) {
+      return;
+    }
+    if (writing_) {
+      pending_ = std::move(desired);
+      return;
+    }
+    writing_ = true;
+    current_ = std::move(desired);
+    StartWrite(current_.get());
+  }
+
+  void Close(const absl::Status& why) override { FinishOnce(ToGrpc(why)); }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      FinishOnce(grpc::Status::OK);  // the agent went away or half-closed
+      return;
+    }
+    absl::Status st;
+    if (!said_hello_) {
+      st = CheckHello();
+      if (st.ok()) {
+        st = hub_.Hello(this, in_.node());
+        said_hello_ = st.ok();
+      }
+    }
+    if (st.ok()) {
+      st = hub_.Report(this, in_);
+    }
+    if (!st.ok()) {
+      FinishOnce(ToGrpc(st));
+      return;
+    }
+    StartRead(&in_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard lock(mu_);
+    writing_ = false;
+    current_.reset();
+    if (!ok) {
+      broken_ = true;  // the read side sees the end and finishes
+      pending_.reset();
+      return;
+    }
+    if (pending_ && !finished_) {
+      writing_ = true;
+      current_ = std::move(pending_);
+      StartWrite(current_.get());
+    }
+  }
+
+  void OnDone() override {
+    if (said_hello_) {
+      hub_.Goodbye(this);
+    }
+    delete this;
+  }
+
+ private:
+  absl::Status CheckHello() {
+    if (!in_.has_node() || in_.node().name().empty()) {
+      return absl::InvalidArgumentError(
+          "the first report of a stream must carry node.name (the hello)");
+    }
+    if (!check_identity_) {
+      return absl::OkStatus();
+    }
+    const auto auth = ctx_->auth_context();
+    const std::vector<std::string> cns =
+        auth ? Property(*auth, GRPC_X509_CN_PROPERTY_NAME) : std::vector<std::string>{};
+    const std::vector<std::string> dns =
+        auth ? Property(*auth, GRPC_PEER_DNS_PROPERTY_NAME) : std::vector<std::string>{};
+    absl::Status st = CheckIdentity(in_.node().name(), cns, dns);
+    if (!st.ok()) {
+      log_.Warn("agent stream refused: its certificate does not name the node it claims",
+                {{"node", in_.node().name()},
+                 {"certificateCN", absl::StrJoin(cns, ",")},
+                 {"certificateDNS", absl::StrJoin(dns, ",")},
+                 {"peer", ctx_->peer()}});
+    }
+    return st;
+  }
+
+  void FinishOnce(grpc::Status s) {
+    std::lock_guard lock(mu_);
+    if (finished_) {
+      return;
+    }
+    finished_ = true;
+    pending_.reset();
+    Finish(std::move(s));
+  }
+
+  grpc::CallbackServerContext* const ctx_;
+  Hub& hub_;
+  Logger& log_;
+  const bool check_identity_;
+  v1::NodeReport in_;
+  bool said_hello_ = false;  // touched by the read side only
+
+  std::mutex mu_;
+  bool finished_ = false;
+  bool broken_ = false;
+  bool writing_ = false;
+  std::shared_ptr<const v1::NodeDesired> current_;  // on the wire until OnWriteDone
+  std::shared_ptr<const v1::NodeDesired> pending_;
+};
+
+}  // namespace
+
+absl::Status CheckIdentity(const std::string& claimed, const std::vector<std::string>& common_names,
+                           const std::vector<std::string>& dns_names) {
+  for (const auto* names : {&common_names, &dns_names}) {
+    for (const auto& n : *names) {
+      if (n == claimed) {
+        return absl::OkStatus();
+      }
+    }
+  }
+  return absl::PermissionDeniedError(absl::StrCat(
+      "node \"", claimed, "\" is not the node of this client certificate (CN ",
+      common_names.empty() ? std::string("none") : absl::StrJoin(common_names, ", "),
+      "; DNS names ", dns_names.empty() ? std::string("none") : absl::StrJoin(dns_names, ", "),
+      "): an agent can only report as itself"));
+}
+
+class SyncServer::Service final : public v1::Controller::CallbackService {
+ public:
+  Service(Hub& hub, Logger& log, bool check_identity)
+      : hub_(hub), log_(log), check_identity_(check_identity) {}
+
+  grpc::ServerBidiReactor<v1::NodeReport, v1::NodeDesired>* Sync(
+      grpc::CallbackServerContext* ctx) override {
+    return new SyncReactor(ctx, hub_, log_, check_identity_);
+  }
+
+ private:
+  Hub& hub_;
+  Logger& log_;
+  const bool check_identity_;
+};
+
+SyncServer::SyncServer(Hub& hub, ServerOptions options, Logger& log)
+    : hub_(hub), options_(std::move(options)), log_(log) {}
+
+SyncServer::~SyncServer() { Shutdown(); }
+
+absl::Status SyncServer::Start() {
+  std::shared_ptr<grpc::ServerCredentials> creds;
+  if (options_.insecure) {
+    creds = grpc::InsecureServerCredentials();
+  } else {
+    if (options_.cert_pem.empty() || options_.key_pem.empty() || options_.ca_pem.empty()) {
+      return absl::InvalidArgumentError(
+          "TLS needs a certificate, its key and the agents' CA (or plain text with --insecure)");
+    }
+    grpc::SslServerCredentialsOptions tls(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    tls.pem_root_certs = options_.ca_pem;
+    tls.pem_key_cert_pairs.push_back({options_.key_pem, options_.cert_pem});
+    creds = grpc::SslServerCredentials(tls);
+  }
+  service_ = std::make_unique<Service>(hub_, log_, !options_.insecure);
+  grpc::ServerBuilder b;
+  b.AddListeningPort(options_.listen, creds, &port_);
+  b.RegisterService(service_.get());
+  // Find agents that vanished without closing (power loss, partition) within a minute,
+  // and let agents ping as often as every 10 s.
+  b.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 30'000);
+  b.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20'000);
+  b.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  b.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10'000);
+  b.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  server_ = b.BuildAndStart();
+  if (!server_ || port_ == 0) {
+    server_.reset();
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.listen,
+                                               " (address in use, or not an address of this host)"));
+  }
+  log_.Info("sync server listening", {{"address", options_.listen},
+                                      {"port", port_},
+                                      {"tls", !options_.insecure}});
+  return absl::OkStatus();
+}
+
+void SyncServer::Shutdown() {
+  if (server_) {
+    // Streams never end by themselves: give them a moment, then cancel them.
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+    server_->Wait();
+    server_.reset();
+  }
+}
+
+}  // namespace kmodd::server

@@ -1,0 +1,63 @@
+#pragma once
+
+// The Controller gRPC service (proto/kmodd/v1/sync.proto) on gRPC's callback API: one
+// reactor per agent stream, no thread per stream, so that thousands of agents cost memory
+// for their streams only. Each stream: the first report must carry NodeInfo (the hello);
+// with TLS, the node name must be the client certificate's (its CN or a DNS SAN), or the
+// stream ends with PERMISSION_DENIED. Then the Hub decides what the node is sent.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/log.h"
+#include "controller/server/hub.h"
+
+namespace grpc {
+class Server;
+}  // namespace grpc
+
+namespace kmodd::server {
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:7443";  // host:port; port 0 picks a free one
+  // mTLS (PEM text): the server's certificate and key, and the CA that signs agents'
+  // certificates. Empty only with `insecure`.
+  std::string cert_pem;
+  std::string key_pem;
+  std::string ca_pem;
+  bool insecure = false;  // plain text, no identity check: tests and demos only
+};
+
+// The identity rule: `claimed` must equal one of the certificate's common names or DNS
+// subject alternative names. PermissionDenied otherwise, naming both sides.
+[[nodiscard]] absl::Status CheckIdentity(const std::string& claimed,
+                                         const std::vector<std::string>& common_names,
+                                         const std::vector<std::string>& dns_names);
+
+class SyncServer {
+ public:
+  SyncServer(Hub& hub, ServerOptions options, Logger& log);
+  ~SyncServer();
+  SyncServer(const SyncServer&) = delete;
+  SyncServer& operator=(const SyncServer&) = delete;
+
+  // Binds and starts serving. Unavailable when the address cannot be bound.
+  [[nodiscard]] absl::Status Start();
+  // The port bound (after Start): what port 0 became.
+  int port() const { return port_; }
+  // Ends every stream (agents reconnect to the next controller) and stops.
+  void Shutdown();
+
+ private:
+  class Service;
+  Hub& hub_;
+  const ServerOptions options_;
+  Logger& log_;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+}  // namespace kmodd::server

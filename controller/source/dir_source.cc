@@ -1,0 +1,219 @@
+#include "controller/source/dir_source.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/file.h"
+
+namespace kmodd::source {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr uint32_t kWatchMask = IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM |
+                                IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
+
+bool IsManifest(const fs::path& p) {
+  const std::string name = p.filename().string();
+  if (name.empty() || name[0] == '.') {
+    return false;  // editors' and tools' temporary files
+  }
+  const std::string ext = p.extension().string();
+  return ext == ".yaml" || ext == ".yml" || ext == ".json";
+}
+
+Logger::Fields DiagnosticFields(const api::Diagnostic& d) {
+  Logger::Fields f{{"file", d.source}, {"line", d.line}};
+  if (!d.object.empty()) {
+    f.emplace_back("object", d.object);
+  }
+  if (!d.path.empty()) {
+    f.emplace_back("field", d.path);
+  }
+  f.emplace_back("error", d.message);
+  return f;
+}
+
+}  // namespace
+
+DirSource::DirSource(std::string dir, Logger& log, std::chrono::milliseconds debounce)
+    : dir_(std::move(dir)), log_(log), debounce_(debounce) {}
+
+DirSource::~DirSource() { Stop(); }
+
+absl::Status DirSource::Start(Callback on_update) {
+  std::error_code ec;
+  if (!fs::is_directory(dir_, ec)) {
+    return absl::NotFoundError(
+        absl::StrCat("modules directory ", dir_, ": not a directory",
+                     ec ? absl::StrCat(" (", ec.message(), ")") : std::string()));
+  }
+  inotify_ = Fd(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+  if (!inotify_.valid()) {
+    return ErrnoStatus(errno, "inotify_init1", dir_);
+  }
+  if (inotify_add_watch(inotify_.get(), dir_.c_str(), kWatchMask) < 0) {
+    return ErrnoStatus(errno, "inotify_add_watch", dir_);
+  }
+  wake_ = Fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!wake_.valid()) {
+    return ErrnoStatus(errno, "eventfd", dir_);
+  }
+  on_update_ = std::move(on_update);
+  Rescan(/*initial=*/true);
+  thread_ = std::thread(&DirSource::Run, this);
+  return absl::OkStatus();
+}
+
+void DirSource::Stop() {
+  if (!thread_.joinable()) {
+    return;
+  }
+  stopping_ = true;
+  const uint64_t one = 1;
+  if (write(wake_.get(), &one, sizeof one) < 0) {
+    // The eventfd cannot be full; the watcher also checks stopping_ on every wake.
+  }
+  thread_.join();
+}
+
+void DirSource::Run() {
+  while (!stopping_) {
+    pollfd fds[2] = {{inotify_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      log_.Error("modules directory watch failed; changes are no longer seen",
+                 {{"dir", dir_}, {"error", ErrnoStatus(errno, "poll", dir_).ToString()}});
+      return;
+    }
+    if (stopping_ || (fds[1].revents & POLLIN) != 0) {
+      return;
+    }
+    Drain();
+    if (!Settle()) {
+      return;
+    }
+    Rescan(/*initial=*/false);
+  }
+}
+
+bool DirSource::Settle() {
+  // Editors and `cp` write in several steps: wait for a quiet spell, but not forever.
+  const auto give_up = std::chrono::steady_clock::now() + 20 * debounce_;
+  while (std::chrono::steady_clock::now() < give_up) {
+    pollfd fds[2] = {{inotify_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
+    const int n = poll(fds, 2, static_cast<int>(debounce_.count()));
+    if (stopping_ || (n > 0 && (fds[1].revents & POLLIN) != 0)) {
+      return false;
+    }
+    if (n == 0) {
+      return true;
+    }
+    if (n > 0) {
+      Drain();
+    }
+  }
+  return true;
+}
+
+void DirSource::Drain() {
+  alignas(inotify_event) char buf[8192];
+  for (;;) {
+    const ssize_t n = read(inotify_.get(), buf, sizeof buf);
+    if (n <= 0) {
+      return;
+    }
+    for (ssize_t off = 0; off < n;) {
+      const auto* ev = reinterpret_cast<const inotify_event*>(buf + off);
+      if ((ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF)) != 0) {
+        log_.Error("modules directory removed or moved; the Modules in force are kept",
+                   {{"dir", dir_}});
+      }
+      off += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
+    }
+  }
+}
+
+void DirSource::Rescan(bool initial) {
+  std::error_code ec;
+  std::vector<std::string> listed;
+  for (const auto& entry : fs::directory_iterator(dir_, ec)) {
+    std::error_code type_ec;
+    if (entry.is_regular_file(type_ec) && IsManifest(entry.path())) {
+      listed.push_back(entry.path().string());
+    }
+  }
+  if (ec) {
+    // Unknown is not absent: a directory we cannot read deletes nothing.
+    log_.Error("cannot read the modules directory; the Modules in force are kept",
+               {{"dir", dir_}, {"error", ec.message()}});
+    return;
+  }
+  std::sort(listed.begin(), listed.end());
+  SourceUpdate update;
+  auto record = [&update](ModuleChanges c) {
+    if (!c.empty()) {
+      update.changes.push_back(std::move(c));
+    }
+  };
+  for (const auto& known : files_.Files()) {
+    if (!std::binary_search(listed.begin(), listed.end(), known)) {
+      record(files_.Update(known, std::nullopt));
+    }
+  }
+  for (const auto& file : listed) {
+    absl::StatusOr<std::string> text = ReadFile(file);
+    if (text.ok()) {
+      record(files_.Update(file, *text));
+    } else if (absl::IsNotFound(text.status())) {
+      record(files_.Update(file, std::nullopt));  // deleted since listed
+    } else {
+      log_.Error("cannot read a Module manifest; its Modules in force are kept",
+                 {{"file", file}, {"error", text.status().ToString()}});
+    }
+  }
+  update.errors = files_.Errors();
+  update.module_count = files_.ModuleCount();
+  const bool errors_changed =
+      update.errors.size() != reported_.size() ||
+      !std::equal(update.errors.begin(), update.errors.end(), reported_.begin(),
+                  [](const api::Diagnostic& a, const api::Diagnostic& b) {
+                    return a.ToString() == b.ToString();
+                  });
+  if (errors_changed) {
+    for (const auto& e : update.errors) {
+      log_.Warn("Module manifest rejected; the Modules it defined before are kept",
+                DiagnosticFields(e));
+    }
+    reported_ = update.errors;
+  }
+  if (!initial && update.changes.empty() && !errors_changed) {
+    return;
+  }
+  size_t set = 0;
+  size_t removed = 0;
+  for (const auto& c : update.changes) {
+    set += c.set.size();
+    removed += c.removed.size();
+  }
+  log_.Info("modules read", {{"dir", dir_},
+                             {"modules", static_cast<int64_t>(update.module_count)},
+                             {"changed", static_cast<int64_t>(set)},
+                             {"removed", static_cast<int64_t>(removed)},
+                             {"errors", static_cast<int64_t>(update.errors.size())}});
+  on_update_(update);
+}
+
+}  // namespace kmodd::source

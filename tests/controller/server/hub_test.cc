@@ -1,0 +1,173 @@
+#include "controller/server/hub.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "controller/api/decode.h"
+
+using kmodd::server::AgentStream;
+using kmodd::server::Hub;
+using kmodd::source::ModuleChanges;
+using kmodd::source::SourceUpdate;
+
+namespace {
+
+// A stream that keeps what it was sent.
+struct FakeStream : AgentStream {
+  std::vector<std::shared_ptr<const kmodd::v1::NodeDesired>> pushed;
+  std::optional<absl::Status> closed;
+  void Push(std::shared_ptr<const kmodd::v1::NodeDesired> d) override { pushed.push_back(std::move(d)); }
+  void Close(const absl::Status& why) override { closed = why; }
+  const kmodd::v1::NodeDesired& Last() const { return *pushed.back(); }
+};
+
+kmodd::api::Module MakeModule(const std::string& name, const std::string& image) {
+  auto m = kmodd::api::DecodeModule(absl::StrCat(
+      "apiVersion: kmm.sigs.x-k8s.io/v1beta1\nkind: Module\nmetadata: {name: ", name,
+      ", namespace: demo}\nspec:\n  selector: {role: worker}\n  moduleLoader:\n    container:\n"
+      "      modprobe: {moduleName: m}\n      kernelMappings:\n"
+      "        - {regexp: '^.+$', containerImage: '",
+      image, "'}\n"));
+  REQUIRE(m.ok());
+  return *m;
+}
+
+SourceUpdate Set(kmodd::api::Module m) {
+  SourceUpdate u;
+  u.changes.push_back(ModuleChanges{{std::move(m)}, {}});
+  return u;
+}
+
+kmodd::v1::NodeInfo Info(const std::string& name, bool worker) {
+  kmodd::v1::NodeInfo i;
+  i.set_name(name);
+  i.set_kernel_release("6.1.0-27-cloud-amd64");
+  i.set_boot_id("b1");
+  if (worker) {
+    (*i.mutable_labels())["role"] = "worker";
+  }
+  return i;
+}
+
+struct Harness {
+  Harness() : devnull(std::fopen("/dev/null", "w")), log(devnull),
+              hub({"run", std::chrono::minutes(10)}, [this] { return now; }, log) {}
+  ~Harness() { std::fclose(devnull); }
+  std::FILE* devnull;
+  kmodd::Logger log;
+  int64_t now = 1'000'000;
+  Hub hub;
+};
+
+}  // namespace
+
+TEST_CASE("hub sends each node its desired state on hello, then only to nodes that change") {
+  Harness h;
+  h.hub.ApplySource(Set(MakeModule("a", "r/a:1")));
+  FakeStream w1, w2, other;
+  REQUIRE(h.hub.Hello(&w1, Info("w1", true)).ok());
+  REQUIRE(h.hub.Hello(&w2, Info("w2", true)).ok());
+  REQUIRE(h.hub.Hello(&other, Info("other", false)).ok());
+  REQUIRE(w1.pushed.size() == 1);
+  CHECK(w1.Last().modules_size() == 1);
+  CHECK(w1.Last().modules(0).container_image() == "r/a:1");
+  CHECK(w1.Last().version().rfind("run-", 0) == 0);
+  REQUIRE(other.pushed.size() == 1);
+  CHECK(other.Last().modules_size() == 0);
+
+  h.hub.ApplySource(Set(MakeModule("a", "r/a:2")));
+  CHECK(w1.pushed.size() == 2);
+  CHECK(w2.pushed.size() == 2);
+  CHECK(other.pushed.size() == 1);
+  CHECK(w1.Last().modules(0).container_image() == "r/a:2");
+  CHECK(w1.Last().version() != w1.pushed[0]->version());
+  CHECK(w1.Last().version() != w2.Last().version());
+}
+
+TEST_CASE("hub records ACKs, NACKs and the reported modules") {
+  Harness h;
+  h.hub.ApplySource(Set(MakeModule("a", "r/a:1")));
+  FakeStream s;
+  REQUIRE(h.hub.Hello(&s, Info("w1", true)).ok());
+  kmodd::v1::NodeReport r;
+  r.mutable_ack()->set_version(s.Last().version());
+  r.mutable_ack()->set_accepted(true);
+  auto* m = r.add_modules();
+  m->set_namespace_("demo");
+  m->set_name("a");
+  m->set_phase(kmodd::v1::LOADED);
+  REQUIRE(h.hub.Report(&s, r).ok());
+  auto rec = h.hub.Node("w1");
+  REQUIRE(rec);
+  CHECK(rec->acked_version == s.Last().version());
+  REQUIRE(rec->modules.size() == 1);
+  CHECK(rec->modules[0].phase == "Loaded");
+
+  kmodd::v1::NodeReport nack;
+  nack.mutable_ack()->set_version("run-99");
+  nack.mutable_ack()->set_error("bad spec");
+  REQUIRE(h.hub.Report(&s, nack).ok());
+  rec = h.hub.Node("w1");
+  CHECK(rec->nacked_version == "run-99");
+  CHECK(rec->nack_error == "bad spec");
+  CHECK(rec->acked_version == s.Last().version());
+  CHECK(rec->modules.size() == 1);  // a bare ACK leaves the observed state as it was
+}
+
+TEST_CASE("hub: a stream cannot switch to another node's name") {
+  Harness h;
+  h.hub.ApplySource({});
+  FakeStream s;
+  REQUIRE(h.hub.Hello(&s, Info("w1", true)).ok());
+  kmodd::v1::NodeReport r;
+  *r.mutable_node() = Info("w2", true);
+  CHECK(h.hub.Report(&s, r).code() == absl::StatusCode::kPermissionDenied);
+}
+
+TEST_CASE("hub: a second stream for a node replaces the first, same version if unchanged") {
+  Harness h;
+  h.hub.ApplySource(Set(MakeModule("a", "r/a:1")));
+  FakeStream first, second;
+  REQUIRE(h.hub.Hello(&first, Info("w1", true)).ok());
+  REQUIRE(h.hub.Hello(&second, Info("w1", true)).ok());
+  REQUIRE(first.closed);
+  CHECK(first.closed->code() == absl::StatusCode::kAborted);
+  CHECK(second.Last().version() == first.Last().version());
+  h.hub.Goodbye(&first);  // the replaced stream ending does not disconnect the node
+  CHECK(h.hub.Node("w1")->connected);
+  CHECK(h.hub.ConnectedCount() == 1);
+}
+
+TEST_CASE("hub keeps a disconnected node's plan until it has been gone for forget_after") {
+  Harness h;
+  h.hub.ApplySource(Set(MakeModule("a", "r/a:1")));
+  FakeStream s;
+  REQUIRE(h.hub.Hello(&s, Info("w1", true)).ok());
+  h.hub.Goodbye(&s);
+  auto rec = h.hub.Node("w1");
+  REQUIRE(rec);
+  CHECK_FALSE(rec->connected);
+  CHECK(h.hub.Status().modules[0].module_loader.desired_number == 1);
+  h.now += int64_t{9} * 60 * 1000;
+  CHECK(h.hub.ForgetGone() == 0);
+  h.now += int64_t{2} * 60 * 1000;
+  CHECK(h.hub.ForgetGone() == 1);
+  CHECK_FALSE(h.hub.Node("w1"));
+  CHECK(h.hub.Status().modules[0].module_loader.desired_number == 0);
+}
+
+TEST_CASE("hub sends nothing until the Modules have once been read without errors") {
+  Harness h;
+  SourceUpdate broken = Set(MakeModule("a", "r/a:1"));
+  broken.errors.push_back(kmodd::api::Diagnostic{"/d/b.yaml", 3, "Module demo/b", "spec", "bad"});
+  h.hub.ApplySource(broken);
+  FakeStream s;
+  REQUIRE(h.hub.Hello(&s, Info("w1", true)).ok());
+  CHECK(s.pushed.empty());  // the agent keeps what it runs: b may be one of them
+  SourceUpdate fixed = Set(MakeModule("b", "r/b:1"));
+  h.hub.ApplySource(fixed);
+  REQUIRE(s.pushed.size() == 1);
+  CHECK(s.Last().modules_size() == 2);
+}

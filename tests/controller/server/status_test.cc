@@ -1,0 +1,160 @@
+#include "controller/server/status.h"
+
+#include <catch2/catch.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "controller/api/decode.h"
+
+using kmodd::server::Aggregate;
+using kmodd::server::ControllerStatus;
+using kmodd::server::ModuleState;
+using kmodd::server::NodeModuleStatus;
+using kmodd::server::NodeRecord;
+using kmodd::server::ReportedModule;
+using kmodd::server::StatusInput;
+
+namespace {
+
+kmodd::api::Module MakeModule(const std::string& name) {
+  auto m = kmodd::api::DecodeModule(absl::StrCat(
+      "apiVersion: kmm.sigs.x-k8s.io/v1beta1\nkind: Module\nmetadata: {name: ", name,
+      ", namespace: demo}\nspec:\n  selector: {role: worker}\n  moduleLoader:\n    container:\n"
+      "      modprobe: {moduleName: m}\n      kernelMappings:\n"
+      "        - {regexp: '^6\\.1\\.', containerImage: 'r/m:1'}\n"));
+  REQUIRE(m.ok());
+  return *m;
+}
+
+kmodd::api::Node MakeNode(const std::string& name, bool worker, const std::string& kernel) {
+  kmodd::api::Node n;
+  n.metadata.name = name;
+  if (worker) {
+    n.metadata.labels["role"] = "worker";
+  }
+  n.node_info.kernel_version = kernel;
+  return n;
+}
+
+NodeRecord Record(const std::string& name, bool connected, std::vector<ReportedModule> mods = {}) {
+  NodeRecord r;
+  r.name = name;
+  r.connected = connected;
+  r.since_unix_ms = 1'700'000'000'000;
+  r.modules = std::move(mods);
+  return r;
+}
+
+ReportedModule Reported(const std::string& phase, const std::string& message = "") {
+  return ReportedModule{"demo/a", phase, message, "sha256:abc", "", 1'700'000'001'000};
+}
+
+// The fleet: n1..n4 as named below, Module demo/a for workers on 6.1 kernels.
+struct Fleet {
+  std::vector<NodeRecord> records;
+  ControllerStatus Run() {
+    auto r = kmodd::plan::PlanOnce({MakeModule("a")},
+                                   {MakeNode("n1-loaded", true, "6.1.0-27-cloud-amd64"),
+                                    MakeNode("n2-new", true, "6.1.0-27-cloud-amd64"),
+                                    MakeNode("n3-other", false, "6.1.0-27-cloud-amd64"),
+                                    MakeNode("n4-old-kernel", true, "5.14.0-427.el9")});
+    StatusInput in;
+    const kmodd::api::Module* a = r.nodes[0].skipped.empty() ? r.nodes[0].modules[0].module
+                                                             : r.nodes[0].skipped[0].module;
+    in.modules = {a};
+    in.plans = r.nodes;
+    for (const auto& rec : records) {
+      in.nodes.push_back(&rec);
+    }
+    in.run_id = "run1";
+    in.now_unix_ms = 1'700'000'002'000;
+    return Aggregate(in);
+  }
+};
+
+const NodeModuleStatus* Row(const ModuleState& m, const std::string& node) {
+  for (const auto& r : m.nodes) {
+    if (r.node == node) {
+      return &r;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("status counts matching, desired and available nodes as KMM's moduleLoader does") {
+  Fleet f;
+  f.records = {Record("n1-loaded", true, {Reported("Loaded")}), Record("n2-new", true),
+               Record("n3-other", true), Record("n4-old-kernel", true)};
+  ControllerStatus s = f.Run();
+  REQUIRE(s.modules.size() == 1);
+  const ModuleState& a = s.modules[0];
+  CHECK(a.module_loader.nodes_matching_selector_number == 3);
+  CHECK(a.module_loader.desired_number == 2);
+  CHECK(a.module_loader.available_number == 1);
+  REQUIRE(a.nodes.size() == 3);  // n3 does not match, so has no row
+  CHECK(*Row(a, "n1-loaded") ==
+        NodeModuleStatus{"n1-loaded", "Loaded", "", "sha256:abc", 1'700'000'001'000, true});
+  CHECK(Row(a, "n2-new")->phase == "Pending");
+  CHECK(Row(a, "n2-new")->message == "waiting for the agent's report");
+  CHECK(Row(a, "n4-old-kernel")->phase == "Skipped");
+  CHECK(Row(a, "n4-old-kernel")->message.find("no kernel mapping matches kernel 5.14") == 0);
+  CHECK(a.conditions[0].type == "Available");
+  CHECK(a.conditions[0].status == "False");
+  CHECK(a.conditions[0].message == "1 of 2 nodes have it loaded");
+  CHECK(a.conditions[1].type == "Degraded");
+  CHECK(a.conditions[1].status == "False");
+}
+
+TEST_CASE("status: a disconnected node keeps its last report but is not available") {
+  Fleet f;
+  f.records = {Record("n1-loaded", false, {Reported("Loaded", "loaded in 12 ms")}),
+               Record("n2-new", true, {Reported("Loaded")})};
+  ControllerStatus s = f.Run();
+  const ModuleState& a = s.modules[0];
+  CHECK(a.module_loader.desired_number == 2);
+  CHECK(a.module_loader.available_number == 1);
+  const NodeModuleStatus* n1 = Row(a, "n1-loaded");
+  CHECK(n1->phase == "Loaded");
+  CHECK_FALSE(n1->connected);
+  CHECK(n1->message == "agent disconnected; last report: loaded in 12 ms");
+}
+
+TEST_CASE("status: a failed node makes the Module Degraded, naming the node") {
+  Fleet f;
+  f.records = {Record("n1-loaded", true, {Reported("Failed", "Invalid module format")}),
+               Record("n2-new", true, {Reported("Loaded")})};
+  ControllerStatus s = f.Run();
+  const ModuleState& a = s.modules[0];
+  CHECK(a.conditions[1].status == "True");
+  CHECK(a.conditions[1].reason == "LoadFailed");
+  CHECK(a.conditions[1].message == "n1-loaded: Invalid module format");
+}
+
+TEST_CASE("status: a node still unloading a Module it should not run shows it") {
+  Fleet f;
+  f.records = {Record("n3-other", true, {Reported("Unloading", "module in use")})};
+  ControllerStatus s = f.Run();
+  const NodeModuleStatus* n3 = Row(s.modules[0], "n3-other");
+  REQUIRE(n3 != nullptr);
+  CHECK(n3->phase == "Unloading");
+  CHECK(s.modules[0].module_loader.desired_number == 2);
+}
+
+TEST_CASE("status document reads back as written, rejected manifests included") {
+  Fleet f;
+  f.records = {Record("n1-loaded", true, {Reported("Loaded")}), Record("n2-new", false)};
+  ControllerStatus s = f.Run();
+  s.errors.push_back(kmodd::api::Diagnostic{"/etc/kmodd/modules/bad.yaml", 12, "Module demo/b",
+                                            "spec.selector", "expected a map"});
+  kmodd::Value v = kmodd::server::ToValue(s);
+  auto back = kmodd::server::ParseStatusDocument(kmodd::ToYaml(v));
+  REQUIRE(back.ok());
+  CHECK(kmodd::ToJson(*back) == kmodd::ToJson(v));
+  const kmodd::Value& err = v.Find("errors")->AsList().at(0);
+  CHECK(err.Find("file")->AsString() == "/etc/kmodd/modules/bad.yaml");
+  CHECK(err.Find("field")->AsString() == "spec.selector");
+  const kmodd::Value& loader =
+      *v.Find("modules")->AsList().at(0).Find("status")->Find("moduleLoader");
+  CHECK(loader.Find("desiredNumber")->AsInt() == 2);
+}

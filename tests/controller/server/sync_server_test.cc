@@ -1,0 +1,280 @@
+// The Sync server in process: a real gRPC server on 127.0.0.1:0, Modules from a real
+// watched directory, and real gRPC client streams acting as agents, in plain text and
+// with mutual TLS.
+
+#include "controller/server/sync_server.h"
+
+#include <catch2/catch.hpp>
+#include <grpcpp/grpcpp.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "common/file.h"
+#include "controller/source/dir_source.h"
+#include "kmodd/v1/sync.grpc.pb.h"
+#include "tests/common/http/test_pki.h"
+
+namespace fs = std::filesystem;
+namespace pki = kmodd::http::testing::pki_detail;
+using kmodd::server::Hub;
+using kmodd::server::ServerOptions;
+using kmodd::server::SyncServer;
+using kmodd::v1::NodeDesired;
+using kmodd::v1::NodeReport;
+
+namespace {
+
+std::string ModuleYaml(const std::string& image) {
+  return absl::StrCat(
+      "apiVersion: kmm.sigs.x-k8s.io/v1beta1\nkind: Module\nmetadata: {name: a, namespace: demo}\n"
+      "spec:\n  selector: {role: worker}\n  moduleLoader:\n    container:\n"
+      "      modprobe: {moduleName: m}\n      kernelMappings:\n"
+      "        - {regexp: '^6\\.1\\.', containerImage: '",
+      image, "'}\n");
+}
+
+struct TestPki {
+  pki::Key ca_key = pki::NewKey();
+  pki::Cert ca = pki::NewCert("kmodd test CA", ca_key.get(), nullptr, ca_key.get(),
+                              {{NID_basic_constraints, "critical,CA:TRUE"},
+                               {NID_key_usage, "critical,keyCertSign,cRLSign"},
+                               {NID_subject_key_identifier, "hash"}},
+                              1);
+  long serial = 2;
+
+  // {cert, key} signed by this CA.
+  std::pair<std::string, std::string> Issue(const std::string& cn, const std::string& san,
+                                            const char* usage) {
+    pki::Key key = pki::NewKey();
+    std::vector<std::pair<int, std::string>> ext = {{NID_basic_constraints, "critical,CA:FALSE"},
+                                                    {NID_key_usage, "critical,digitalSignature"},
+                                                    {NID_ext_key_usage, usage},
+                                                    {NID_authority_key_identifier, "keyid"}};
+    if (!san.empty()) {
+      ext.emplace_back(NID_subject_alt_name, san);
+    }
+    pki::Cert cert = pki::NewCert(cn, key.get(), ca.get(), ca_key.get(), ext, serial++);
+    return {pki::Pem(cert.get()), pki::Pem(key.get())};
+  }
+  std::string CaPem() const { return pki::Pem(ca.get()); }
+};
+
+struct TempDir {
+  TempDir() {
+    char tmpl[] = "/tmp/kmodd-sync-XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string path;
+};
+
+// A controller: directory source, hub and server, logging into a file the test reads.
+struct Controller {
+  explicit Controller(ServerOptions opts)
+      : log_file(std::tmpfile()),
+        log(log_file),
+        hub({"r1", std::chrono::minutes(10)}, [] { return int64_t{1'700'000'000'000}; }, log),
+        source(dir.path, log, std::chrono::milliseconds(20)),
+        server(hub, std::move(opts), log) {
+    WriteModule("r/a:1");
+    REQUIRE(source.Start([this](const kmodd::source::SourceUpdate& u) { hub.ApplySource(u); }).ok());
+    REQUIRE(server.Start().ok());
+  }
+  ~Controller() {
+    source.Stop();
+    server.Shutdown();
+    std::fclose(log_file);
+  }
+  void WriteModule(const std::string& image) {
+    REQUIRE(kmodd::WriteFileAtomic(dir.path + "/a.yaml", ModuleYaml(image)).ok());
+  }
+  std::string Logs() {
+    std::fflush(log_file);
+    std::rewind(log_file);
+    std::string out;
+    char buf[4096];
+    size_t n = 0;
+    while ((n = std::fread(buf, 1, sizeof buf, log_file)) > 0) {
+      out.append(buf, n);
+    }
+    return out;
+  }
+  // Waits, bounded, for the hub's state to satisfy `pred`.
+  bool Eventually(const std::function<bool()>& pred) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    uint64_t seen = 0;
+    while (!pred()) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        return false;
+      }
+      seen = hub.WaitForChange(seen, std::min(deadline, std::chrono::steady_clock::now() +
+                                                            std::chrono::milliseconds(200)));
+    }
+    return true;
+  }
+  std::string Target() const { return absl::StrCat("127.0.0.1:", server.port()); }
+
+  TempDir dir;
+  std::FILE* log_file;
+  kmodd::Logger log;
+  Hub hub;
+  kmodd::source::DirSource source;
+  SyncServer server;
+};
+
+// An agent: one Sync stream with a bounded deadline.
+struct Agent {
+  Agent(const std::string& target, const std::shared_ptr<grpc::ChannelCredentials>& creds,
+        const std::string& name, bool worker)
+      : stub(kmodd::v1::Controller::NewStub(grpc::CreateChannel(target, creds))) {
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    stream = stub->Sync(&ctx);
+    NodeReport hello;
+    hello.mutable_node()->set_name(name);
+    hello.mutable_node()->set_kernel_release("6.1.0-27-cloud-amd64");
+    if (worker) {
+      (*hello.mutable_node()->mutable_labels())["role"] = "worker";
+    }
+    stream->Write(hello);
+  }
+  NodeDesired Next() {
+    NodeDesired d;
+    REQUIRE(stream->Read(&d));
+    return d;
+  }
+  void Ack(const std::string& version) {
+    NodeReport r;
+    r.mutable_ack()->set_version(version);
+    r.mutable_ack()->set_accepted(true);
+    auto* m = r.add_modules();
+    m->set_namespace_("demo");
+    m->set_name("a");
+    m->set_phase(kmodd::v1::LOADED);
+    REQUIRE(stream->Write(r));
+  }
+  // The status the stream ended with (after the server ended it).
+  grpc::Status End() {
+    NodeDesired d;
+    while (stream->Read(&d)) {
+    }
+    return stream->Finish();
+  }
+
+  std::unique_ptr<kmodd::v1::Controller::Stub> stub;
+  grpc::ClientContext ctx;
+  std::unique_ptr<grpc::ClientReaderWriter<NodeReport, NodeDesired>> stream;
+};
+
+std::shared_ptr<grpc::ChannelCredentials> ClientTls(const std::string& ca,
+                                                    const std::pair<std::string, std::string>& kc) {
+  grpc::SslCredentialsOptions o;
+  o.pem_root_certs = ca;
+  o.pem_cert_chain = kc.first;
+  o.pem_private_key = kc.second;
+  return grpc::SslCredentials(o);
+}
+
+}  // namespace
+
+TEST_CASE("sync: agents get their plan on connect, and only matching ones get a change") {
+  ServerOptions opts;
+  opts.listen = "127.0.0.1:0";
+  opts.insecure = true;
+  Controller c(opts);
+  auto creds = grpc::InsecureChannelCredentials();
+  Agent w1(c.Target(), creds, "w1", true);
+  Agent w2(c.Target(), creds, "w2", true);
+  Agent other(c.Target(), creds, "other", false);
+
+  NodeDesired d1 = w1.Next();
+  REQUIRE(d1.modules_size() == 1);
+  CHECK(d1.modules(0).container_image() == "r/a:1");
+  CHECK(d1.modules(0).kernel_version() == "6.1.0-27-cloud-amd64");
+  CHECK(d1.version().rfind("r1-", 0) == 0);
+  CHECK(w2.Next().modules_size() == 1);
+  const NodeDesired o1 = other.Next();
+  CHECK(o1.modules_size() == 0);
+
+  w1.Ack(d1.version());
+  CHECK(c.Eventually([&] { return c.hub.Node("w1")->acked_version == d1.version(); }));
+
+  c.WriteModule("r/a:2");
+  NodeDesired d2 = w1.Next();
+  REQUIRE(d2.modules_size() == 1);
+  CHECK(d2.modules(0).container_image() == "r/a:2");
+  CHECK(d2.version() != d1.version());
+  CHECK(w2.Next().modules(0).container_image() == "r/a:2");
+  // The node the Module does not select was sent nothing new.
+  CHECK(c.hub.Node("other")->pushed_version == o1.version());
+
+  w1.Ack(d2.version());
+  CHECK(c.Eventually([&] { return c.hub.Node("w1")->acked_version == d2.version(); }));
+  auto status = c.hub.Status();
+  REQUIRE(status.modules.size() == 1);
+  CHECK(status.modules[0].module_loader.desired_number == 2);
+  CHECK(status.modules[0].module_loader.available_number == 1);
+
+  w2.ctx.TryCancel();
+  CHECK(c.Eventually([&] { return !c.hub.Node("w2")->connected; }));
+}
+
+TEST_CASE("sync over mTLS: a node may only report as the node its certificate names") {
+  TestPki ca;
+  TestPki other_ca;
+  ServerOptions opts;
+  opts.listen = "127.0.0.1:0";
+  std::tie(opts.cert_pem, opts.key_pem) = ca.Issue("kmodd controller", "IP:127.0.0.1", "serverAuth");
+  opts.ca_pem = ca.CaPem();
+  Controller c(opts);
+
+  SECTION("its CN names it: served") {
+    Agent w1(c.Target(), ClientTls(ca.CaPem(), ca.Issue("w1", "", "clientAuth")), "w1", true);
+    CHECK(w1.Next().modules_size() == 1);
+  }
+  SECTION("a DNS SAN names it: served") {
+    Agent w3(c.Target(), ClientTls(ca.CaPem(), ca.Issue("agent", "DNS:w3", "clientAuth")), "w3",
+             true);
+    CHECK(w3.Next().modules_size() == 1);
+  }
+  SECTION("it claims another node: PERMISSION_DENIED, logged, node unknown") {
+    Agent liar(c.Target(), ClientTls(ca.CaPem(), ca.Issue("w1", "DNS:w1", "clientAuth")), "w2",
+               true);
+    grpc::Status st = liar.End();
+    CHECK(st.error_code() == grpc::StatusCode::PERMISSION_DENIED);
+    CHECK(st.error_message().find("\"w2\" is not the node of this client certificate") !=
+          std::string::npos);
+    CHECK_FALSE(c.hub.Node("w2"));
+    CHECK(c.Logs().find("agent stream refused") != std::string::npos);
+  }
+  SECTION("its certificate is from another CA: refused at the handshake") {
+    Agent stranger(c.Target(),
+                   ClientTls(ca.CaPem(), other_ca.Issue("w1", "", "clientAuth")), "w1", true);
+    grpc::Status st = stranger.End();
+    CHECK(st.error_code() == grpc::StatusCode::UNAVAILABLE);
+    CHECK_FALSE(c.hub.Node("w1"));
+  }
+  SECTION("it has no certificate: refused at the handshake") {
+    grpc::SslCredentialsOptions o;
+    o.pem_root_certs = ca.CaPem();
+    Agent anonymous(c.Target(), grpc::SslCredentials(o), "w1", true);
+    CHECK(anonymous.End().error_code() == grpc::StatusCode::UNAVAILABLE);
+  }
+}
+
+TEST_CASE("identity: the claimed node must be the certificate's CN or one of its DNS names") {
+  using kmodd::server::CheckIdentity;
+  CHECK(CheckIdentity("w1", {"w1"}, {}).ok());
+  CHECK(CheckIdentity("w1", {"agent"}, {"w0", "w1"}).ok());
+  CHECK(CheckIdentity("w1", {}, {}).code() == absl::StatusCode::kPermissionDenied);
+  CHECK(CheckIdentity("w1", {"w1.example"}, {"W1"}).code() == absl::StatusCode::kPermissionDenied);
+}

@@ -1,0 +1,132 @@
+#include "controller/source/dir_source.h"
+
+#include <catch2/catch.hpp>
+#include <stdlib.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+
+namespace fs = std::filesystem;
+using kmodd::source::DirSource;
+using kmodd::source::SourceUpdate;
+
+namespace {
+
+struct TempDir {
+  TempDir() {
+    char tmpl[] = "/tmp/kmodd-dirsource-XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string path;
+};
+
+void Write(const std::string& path, const std::string& text) {
+  // As editors and `kubectl`-style tools do: a temporary file renamed into place.
+  const std::string tmp = absl::StrCat(fs::path(path).parent_path().string(), "/.tmp");
+  std::ofstream(tmp) << text;
+  fs::rename(tmp, path);
+}
+
+std::string ModuleYaml(const std::string& name, const std::string& image) {
+  return absl::StrCat(
+      "apiVersion: kmm.sigs.x-k8s.io/v1beta1\nkind: Module\nmetadata: {name: ", name,
+      ", namespace: demo}\nspec:\n  selector: {role: worker}\n  moduleLoader:\n    container:\n"
+      "      modprobe: {moduleName: m}\n      kernelMappings:\n"
+      "        - {regexp: '^.+$', containerImage: '",
+      image, "'}\n");
+}
+
+// The Modules the callbacks describe, applied as a consumer would.
+class Collector {
+ public:
+  void operator()(const SourceUpdate& u) {
+    std::lock_guard lock(mu_);
+    for (const auto& c : u.changes) {
+      for (const auto& k : c.removed) {
+        images_.erase(k);
+      }
+      for (const auto& m : c.set) {
+        images_[m.Key()] = m.spec.module_loader->container.kernel_mappings[0].container_image;
+      }
+    }
+    errors_ = u.errors;
+    ++updates_;
+    cv_.notify_all();
+  }
+
+  // Waits (bounded) until `pred` holds over (images, errors).
+  template <typename Pred>
+  bool WaitFor(Pred pred) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(5), [&] { return pred(images_, errors_); });
+  }
+
+  std::map<std::string, std::string> Images() {
+    std::lock_guard lock(mu_);
+    return images_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, std::string> images_;
+  std::vector<kmodd::api::Diagnostic> errors_;
+  int updates_ = 0;
+};
+
+using Images = std::map<std::string, std::string>;
+using Errors = std::vector<kmodd::api::Diagnostic>;
+
+}  // namespace
+
+TEST_CASE("dir source reads the directory, then follows adds, edits, bad files and deletes") {
+  TempDir dir;
+  Write(dir.path + "/a.yaml", ModuleYaml("a", "r/a:1"));
+  std::ofstream(dir.path + "/notes.txt") << "not a manifest";
+  std::FILE* devnull = std::fopen("/dev/null", "w");
+  kmodd::Logger log(devnull);
+  Collector got;
+  DirSource src(dir.path, log, std::chrono::milliseconds(20));
+  REQUIRE(src.Start([&got](const SourceUpdate& u) { got(u); }).ok());
+  // The first read happens before Start returns.
+  CHECK(got.Images() == Images{{"demo/a", "r/a:1"}});
+
+  Write(dir.path + "/b.yml", ModuleYaml("b", "r/b:1"));
+  CHECK(got.WaitFor([](const Images& i, const Errors&) { return i.count("demo/b") == 1; }));
+
+  Write(dir.path + "/a.yaml", ModuleYaml("a", "r/a:2"));
+  CHECK(got.WaitFor([](const Images& i, const Errors&) { return i.at("demo/a") == "r/a:2"; }));
+
+  // Written in place (IN_CLOSE_WRITE), and broken: a:2 stays, the file is reported.
+  std::ofstream(dir.path + "/a.yaml") << "apiVersion: kmm.sigs.x-k8s.io/v1beta1\nkind: Module\n"
+                                         "metadata: {name: a, namespace: demo}\nspec: [\n";
+  CHECK(got.WaitFor([](const Images&, const Errors& e) { return e.size() == 1; }));
+  CHECK(got.Images().at("demo/a") == "r/a:2");
+
+  fs::remove(dir.path + "/b.yml");
+  CHECK(got.WaitFor([](const Images& i, const Errors&) { return i.count("demo/b") == 0; }));
+
+  fs::remove(dir.path + "/a.yaml");
+  CHECK(got.WaitFor(
+      [](const Images& i, const Errors& e) { return i.empty() && e.empty(); }));
+  src.Stop();
+  std::fclose(devnull);
+}
+
+TEST_CASE("dir source refuses a directory that does not exist") {
+  kmodd::Logger log(stderr);
+  DirSource src("/nonexistent/kmodd-modules", log);
+  CHECK(src.Start([](const SourceUpdate&) {}).code() == absl::StatusCode::kNotFound);
+}
