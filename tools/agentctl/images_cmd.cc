@@ -1,0 +1,35 @@
+// agentctl images [--prune]: the agent's image cache; --prune removes the trees no module
+// uses and lists them.
+
+#include "tools/agentctl/command.h"
+#include "tools/agentctl/format.h"
+#include "tools/agentctl/proto_value.h"
+
+namespace kmodd::agentctl {
+
+int ImagesCommand(const Context& ctx, const std::vector<std::string>& args) {
+  auto parsed = ParseArgs(args, {"--prune"}, {});
+  if (!parsed.ok()) {
+    return ctx.Usage(std::string(parsed.status().message()));
+  }
+  if (!parsed->positional.empty()) {
+    return ctx.Usage("usage: agentctl images [--prune]");
+  }
+  const bool prune = parsed->Has("--prune");
+  auto client = ctx.Dial();
+  if (!client.ok()) {
+    return ctx.Fail(client.status());
+  }
+  auto images = (*client)->Images(prune);
+  if (!images.ok()) {
+    return ctx.Fail(images.status());
+  }
+  if (!ctx.output.empty()) {
+    PrintValue(ctx, MessageValue(*images));
+  } else {
+    ctx.out << ImagesText(*images, prune);
+  }
+  return 0;
+}
+
+}  // namespace kmodd::agentctl
