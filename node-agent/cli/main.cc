@@ -1,5 +1,5 @@
-// kmodd-agent: the node side of kmodd. One-shot commands so far (apply, pull, watch); the
-// daemon arrives with the Sync protocol. Each command lives in its own file.
+// kmodd-agent: the node side of kmodd. The daemon (run) and one-shot commands (apply, pull,
+// watch). Each command lives in its own file.
 
 #include <iostream>
 #include <string>
@@ -18,6 +18,7 @@ struct Command {
 constexpr Command kCommands[] = {
     {"apply", kmodd::agent::ApplyCommand, "reconcile this node to a NodeModulesConfig once, then exit"},
     {"pull", kmodd::agent::PullCommand, "pull and extract one driver image into the cache"},
+    {"run", kmodd::agent::RunCommand, "run the agent: sync with the controller, reconcile, serve agentctl"},
     {"watch", kmodd::agent::WatchCommand, "print the kernel's module load/unload events as they happen"},
 };
 

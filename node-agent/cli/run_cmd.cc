@@ -1,0 +1,395 @@
+// kmodd-agent run: the agent as a daemon. Only wiring: flags into an immutable struct,
+// real implementations built here and handed down (STYLE.md: thin main).
+
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <csignal>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "common/file.h"
+#include "common/log.h"
+#include "firmware/stager.h"
+#include "node-agent/cli/commands.h"
+#include "node-agent/cli/image_flags.h"
+#include "node-agent/kernel/kmod_kernel.h"
+#include "node-agent/kernel/udev_monitor.h"
+#include "node-agent/reconcile/oci_image_store.h"
+#include "node-agent/server/agent_state.h"
+#include "node-agent/server/firmware_store.h"
+#include "node-agent/server/local_service.h"
+#include "node-agent/server/metrics.h"
+#include "node-agent/server/metrics_server.h"
+#include "node-agent/server/node_info.h"
+#include "node-agent/server/reconciler.h"
+#include "node-agent/server/sync_client.h"
+#include "node-agent/server/wire.h"
+
+#ifndef KMODD_VERSION
+#define KMODD_VERSION "dev"
+#endif
+
+namespace kmodd::agent {
+
+namespace {
+
+namespace asio = boost::asio;
+
+constexpr char kUsage[] =
+    "usage: kmodd-agent run [--node-name NAME] [--controller HOST:PORT]\n"
+    "                       [--cert FILE --key FILE --ca FILE | --insecure]\n"
+    "                       [--state-dir DIR] [--firmware-dir DIR] [--firmware-class-path]\n"
+    "                       [--cache DIR] [--pull-secret FILE] [--registry-ca FILE]\n"
+    "                       [--socket PATH] [--metrics ADDR:PORT] [--label K=V]...\n"
+    "                       [--log-level debug|info|warn|error]\n"
+    "  Runs the agent: reconciles this node to the desired state the controller pushes,\n"
+    "  and, at once on start, to the last one it accepted (STATE/desired.pb), so that a\n"
+    "  node comes back by itself after a reboot. Without --controller it runs from that\n"
+    "  persisted state only. A lost controller changes nothing on the node.\n"
+    "  --node-name NAME       default: the hostname; must be the CN of --cert\n"
+    "  --cert/--key/--ca      mTLS to the controller (the controller's certificate must\n"
+    "                         chain to --ca); required unless --insecure\n"
+    "  --insecure             plain text to the controller (tests, demos)\n"
+    "  --state-dir DIR        journal, persisted desired state, firmware ledger\n"
+    "                         (default /var/lib/kmodd)\n"
+    "  --cache DIR            image cache (default STATE/images)\n"
+    "  --pull-secret FILE     .dockerconfigjson used when the desired state brings none\n"
+    "  --registry-ca FILE     extra CAs for registries\n"
+    "  --socket PATH          local Agent service (default /run/kmodd/agent.sock)\n"
+    "  --metrics ADDR:PORT    /metrics and /healthz (default 127.0.0.1:9464; \"\" = off)\n"
+    "  --label K=V            sent in NodeInfo.labels (repeatable)\n";
+
+// How often the whole state is reconciled even if no event says so (a missed uevent).
+constexpr auto kResyncPeriod = std::chrono::minutes(5);
+
+struct RunOptions {
+  std::string node_name;
+  std::string controller;
+  std::string cert_file, key_file, ca_file;
+  bool insecure = false;
+  std::string state_dir = "/var/lib/kmodd";
+  std::string firmware_dir = "/var/lib/firmware";
+  bool firmware_class_path = false;
+  std::string cache;
+  std::string pull_secret_file;
+  std::string registry_ca;
+  std::string socket = "/run/kmodd/agent.sock";
+  std::string metrics = "127.0.0.1:9464";
+  std::map<std::string, std::string> labels;
+  LogLevel log_level = LogLevel::kInfo;
+};
+
+std::string Hostname() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) {
+    return "";
+  }
+  return buf;
+}
+
+// Returns an exit code when parsing ends the command (help, usage error).
+std::optional<int> Parse(const std::vector<std::string>& args, RunOptions& o) {
+  std::map<std::string, std::string*> values = {
+      {"--node-name", &o.node_name},   {"--controller", &o.controller},
+      {"--cert", &o.cert_file},        {"--key", &o.key_file},
+      {"--ca", &o.ca_file},            {"--state-dir", &o.state_dir},
+      {"--firmware-dir", &o.firmware_dir}, {"--cache", &o.cache},
+      {"--pull-secret", &o.pull_secret_file}, {"--registry-ca", &o.registry_ca},
+      {"--socket", &o.socket},         {"--metrics", &o.metrics}};
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    const bool v = i + 1 < args.size();
+    if (auto it = values.find(a); it != values.end() && v) {
+      *it->second = args[++i];
+    } else if (a == "--insecure") {
+      o.insecure = true;
+    } else if (a == "--firmware-class-path") {
+      o.firmware_class_path = true;
+    } else if (a == "--label" && v) {
+      const std::string& kv = args[++i];
+      const size_t eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        std::cerr << "error: --label wants KEY=VALUE, got \"" << kv << "\"\n";
+        return 2;
+      }
+      o.labels[kv.substr(0, eq)] = kv.substr(eq + 1);
+    } else if (a == "--log-level" && v) {
+      static const std::map<std::string, LogLevel> kLevels = {{"debug", LogLevel::kDebug},
+                                                              {"info", LogLevel::kInfo},
+                                                              {"warn", LogLevel::kWarn},
+                                                              {"error", LogLevel::kError}};
+      auto l = kLevels.find(args[++i]);
+      if (l == kLevels.end()) {
+        std::cerr << "error: --log-level is debug, info, warn or error\n";
+        return 2;
+      }
+      o.log_level = l->second;
+    } else if (a == "-h" || a == "--help") {
+      std::cout << kUsage;
+      return 0;
+    } else {
+      std::cerr << "error: unexpected argument \"" << a << "\"\n" << kUsage;
+      return 2;
+    }
+  }
+  if (o.node_name.empty()) {
+    o.node_name = Hostname();
+  }
+  if (o.cache.empty()) {
+    o.cache = o.state_dir + "/images";
+  }
+  if (!o.controller.empty() && !o.insecure &&
+      (o.cert_file.empty() || o.key_file.empty() || o.ca_file.empty())) {
+    std::cerr << "error: --controller needs --cert, --key and --ca (or --insecure)\n" << kUsage;
+    return 2;
+  }
+  return std::nullopt;
+}
+
+// The last desired state accepted before this start, if any.
+std::optional<server::DesiredState> LoadPersisted(const std::string& path, Logger& log) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    return std::nullopt;
+  }
+  auto bytes = ReadFile(path);
+  v1::NodeDesired d;
+  if (!bytes.ok() || !d.ParseFromString(*bytes)) {
+    log.Error("persisted desired state unreadable; waiting for the controller, unloading nothing",
+              {{"path", path}});
+    return std::nullopt;
+  }
+  auto desired = server::FromProto(d, "journal");
+  if (!desired.ok()) {
+    log.Error("persisted desired state invalid; waiting for the controller, unloading nothing",
+              {{"path", path}, {"error", std::string(desired.status().message())}});
+    return std::nullopt;
+  }
+  return std::move(*desired);
+}
+
+// Wakes the reconciler on every module uevent (drift is seen within milliseconds).
+class UdevWatch {
+ public:
+  UdevWatch(asio::io_context& io, kernel::UdevMonitor monitor, server::Reconciler& rec,
+            server::AgentState& state, Logger& log)
+      : monitor_(std::move(monitor)), fd_(io, monitor_.fd()), rec_(rec), state_(state), log_(log) {}
+  ~UdevWatch() { (void)fd_.release(); }  // the monitor owns the descriptor
+  UdevWatch(const UdevWatch&) = delete;
+  UdevWatch& operator=(const UdevWatch&) = delete;
+
+  void Arm() {
+    fd_.async_wait(asio::posix::stream_descriptor::wait_read, [this](boost::system::error_code ec) {
+      if (ec) {
+        return;
+      }
+      Drain();
+      Arm();
+    });
+  }
+
+ private:
+  void Drain() {
+    bool changed = false;
+    for (;;) {
+      auto e = monitor_.Receive();
+      if (!e.ok()) {
+        log_.Warn("kernel events lost; reconciling the whole state", {{"error", std::string(e.status().message())}});
+        changed = true;
+        continue;
+      }
+      if (!e->has_value()) {
+        break;
+      }
+      changed = true;
+      state_.AddEvent(server::AgentEvent{0, "KernelChanged", "",
+                                         absl::StrCat(kernel::ActionName((*e)->action), " ", (*e)->module),
+                                         {}, 0, 0});
+    }
+    if (changed) {
+      rec_.Kick();
+    }
+  }
+
+  kernel::UdevMonitor monitor_;
+  asio::posix::stream_descriptor fd_;
+  server::Reconciler& rec_;
+  server::AgentState& state_;
+  Logger& log_;
+};
+
+std::string MetricsText(const server::Metrics& metrics, const server::AgentState& state) {
+  server::MetricsSnapshot m = metrics.Snapshot();
+  const server::AgentSnapshot s = state.Snapshot();
+  m.controller_connected = s.controller.connected;
+  for (const auto& mod : s.modules) {
+    ++m.modules_by_phase[server::ModulePhaseName(mod.phase)];
+  }
+  return server::RenderMetrics(m);
+}
+
+}  // namespace
+
+int RunCommand(const std::vector<std::string>& args) {
+  RunOptions o;
+  if (auto code = Parse(args, o)) {
+    return *code;
+  }
+  Logger log(stderr, o.log_level);
+  auto fail = [&log](const std::string& what, const absl::Status& s) {
+    log.Error(what, {{"error", std::string(s.message())}});
+    return 1;
+  };
+  std::error_code ec;
+  std::filesystem::create_directories(o.state_dir, ec);
+  if (ec) {
+    return fail("cannot create the state directory", ErrnoStatus(ec.value(), "mkdir", o.state_dir));
+  }
+
+  firmware::StagerOptions fo;
+  fo.firmware_dir = o.firmware_dir;
+  fo.ledger_path = o.state_dir + "/firmware-ledger.json";
+  if (o.firmware_class_path) {
+    fo.class_path_param = "/sys/module/firmware_class/parameters/path";
+  }
+  auto stager = firmware::Stager::Open(fo);
+  if (!stager.ok()) {
+    return fail("cannot open the firmware ledger", stager.status());
+  }
+  server::LockedStagerStore firmware_store(std::move(*stager));
+  kernel::KmodKernel kernel(kernel::KmodKernel::Options{});
+  image::ImageCache cache(o.cache, BeastFactory());
+  std::string default_secret;
+  if (!o.pull_secret_file.empty()) {
+    auto secret = ReadFile(o.pull_secret_file);
+    if (!secret.ok()) {
+      return fail("cannot read the pull secret", secret.status());
+    }
+    default_secret = *secret;
+  }
+
+  server::AgentState state;
+  server::Metrics metrics;
+  server::ReconcilerOptions ro;
+  ro.journal_path = o.state_dir + "/journal.json";
+  ro.image_store = [&cache, &o, &default_secret](const std::string& secret) {
+    reconcile::OciImageStore::Options io;
+    io.ca_file = o.registry_ca;
+    io.pull_secret = secret.empty() ? default_secret : secret;
+    return std::make_unique<reconcile::OciImageStore>(cache, io);
+  };
+  server::Reconciler reconciler(kernel, &firmware_store, state, metrics, log, ro);
+  const std::string desired_path = o.state_dir + "/desired.pb";
+  if (auto persisted = LoadPersisted(desired_path, log)) {
+    log.Info("re-applying the persisted desired state",
+             {{"version", persisted->version},
+              {"modules", static_cast<int64_t>(persisted->modules.size())}});
+    reconciler.SetDesired(std::move(*persisted));
+  }
+  // Before any controller: a node whose network driver is ours comes back by itself.
+  if (auto s = reconciler.Start(); !s.ok()) {
+    return fail("cannot start the reconciler", s);
+  }
+
+  server::NodeFacts facts = server::ReadNodeFacts(o.node_name, o.labels);
+  facts.agent_version = KMODD_VERSION;
+  server::LocalServiceDeps deps;
+  deps.state = &state;
+  deps.reconciler = &reconciler;
+  deps.facts = facts;
+  deps.firmware = [&firmware_store] { return firmware_store.List(); };
+  deps.firmware_dir = firmware_store.directory();
+  deps.cache = &cache;
+  server::LocalService service(std::move(deps));
+  auto local = server::LocalServer::Start(o.socket, service);
+  if (!local.ok()) {
+    return fail("cannot serve the local Agent service", local.status());
+  }
+
+  std::unique_ptr<server::SyncClient> sync;
+  if (!o.controller.empty()) {
+    server::SyncClientOptions so;
+    so.target = o.controller;
+    so.insecure = o.insecure;
+    so.desired_path = desired_path;
+    if (!o.insecure) {
+      auto ca = ReadFile(o.ca_file);
+      auto cert = ReadFile(o.cert_file);
+      auto key = ReadFile(o.key_file);
+      for (const auto* f : {&ca, &cert, &key}) {
+        if (!f->ok()) {
+          return fail("cannot read the TLS files", f->status());
+        }
+      }
+      so.ca_pem = *ca;
+      so.cert_pem = *cert;
+      so.key_pem = *key;
+    }
+    sync = std::make_unique<server::SyncClient>(
+        so, facts, state,
+        [&reconciler](server::DesiredState d) { reconciler.SetDesired(std::move(d)); }, log);
+    sync->Start();
+  }
+
+  asio::io_context io;
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code&, int sig) {
+    log.Info("shutting down; modules stay loaded", {{"signal", sig}});
+    io.stop();
+  });
+  std::unique_ptr<UdevWatch> udev;
+  if (auto monitor = kernel::UdevMonitor::Open(); monitor.ok()) {
+    udev = std::make_unique<UdevWatch>(io, std::move(*monitor), reconciler, state, log);
+    udev->Arm();
+    reconciler.Kick();  // events before the subscription are not seen: look once more
+  } else {
+    log.Warn("no kernel uevents: drift is seen at the periodic resync only",
+             {{"error", std::string(monitor.status().message())}});
+  }
+  asio::steady_timer resync(io);
+  std::function<void()> arm_resync = [&] {
+    resync.expires_after(kResyncPeriod);
+    resync.async_wait([&](const boost::system::error_code& ec) {
+      if (!ec) {
+        reconciler.Kick();
+        arm_resync();
+      }
+    });
+  };
+  arm_resync();
+  std::unique_ptr<server::MetricsServer> metrics_server;
+  if (!o.metrics.empty()) {
+    server::HttpHandlers h;
+    h.metrics = [&metrics, &state] { return MetricsText(metrics, state); };
+    h.healthy = [&reconciler] { return !reconciler.Wedged(); };
+    auto m = server::MetricsServer::Start(io, o.metrics, std::move(h));
+    if (!m.ok()) {
+      return fail("cannot serve metrics", m.status());
+    }
+    metrics_server = std::move(*m);
+  }
+  log.Info("agent running", {{"node", o.node_name},
+                             {"controller", o.controller.empty() ? "none" : o.controller},
+                             {"socket", o.socket},
+                             {"metrics", o.metrics}});
+  io.run();
+
+  if (sync) {
+    sync->Stop();
+  }
+  (*local)->Stop();
+  reconciler.Stop();
+  log.Info("stopped");
+  return 0;
+}
+
+}  // namespace kmodd::agent

@@ -1,0 +1,263 @@
+#include "node-agent/server/local_service.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "common/file.h"
+#include "node-agent/server/wire.h"
+#include "proto/convert.h"
+
+namespace kmodd::server {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr auto kProgressPeriod = std::chrono::milliseconds(250);
+constexpr int kMaxThreads = 8;
+
+bool Under(const std::string& path, const std::string& dir) {
+  return path == dir || path.rfind(dir + "/", 0) == 0;
+}
+
+int64_t TreeBytes(const std::string& dir) {
+  int64_t total = 0;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
+       it.increment(ec)) {
+    if (it->is_regular_file(ec)) {
+      total += static_cast<int64_t>(it->file_size(ec));
+    }
+  }
+  return total;
+}
+
+}  // namespace
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) {
+    return grpc::Status::OK;
+  }
+  // absl and gRPC share the canonical code numbering.
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+grpc::Status LocalService::Status(grpc::ServerContext* /*ctx*/, const v1::StatusRequest* /*req*/,
+                                  v1::StatusResponse* resp) {
+  const AgentSnapshot s = deps_.state->Snapshot();
+  *resp->mutable_node() = ToProto(deps_.facts);
+  for (const auto& m : s.modules) {
+    *resp->add_modules() = ToProto(m);
+  }
+  resp->set_desired_version(s.desired_version);
+  resp->set_desired_source(s.desired_source);
+  resp->set_controller_connected(s.controller.connected);
+  resp->set_controller(s.controller.address);
+  resp->set_controller_since_unix_ms(s.controller.since_unix_ms);
+  for (const auto& o : s.overrides) {
+    resp->add_overrides(o);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status LocalService::Events(grpc::ServerContext* ctx, const v1::EventsRequest* req,
+                                  grpc::ServerWriter<v1::Event>* writer) {
+  auto sub = deps_.state->Subscribe(req->replay());
+  std::map<std::string, std::pair<int64_t, int64_t>> last_progress;
+  while (!ctx->IsCancelled() && !stopping_.load()) {
+    for (const auto& e : sub->Next(std::chrono::steady_clock::now() + kProgressPeriod)) {
+      if (!writer->Write(ToProto(e))) {
+        return grpc::Status::OK;
+      }
+    }
+    if (deps_.cache == nullptr) {
+      continue;
+    }
+    const auto inflight = deps_.cache->InFlight();
+    for (const auto& [image, progress] : inflight) {
+      if (last_progress[image] == progress) {
+        continue;
+      }
+      AgentEvent e{SystemUnixMs(), "PullProgress", "", image, ModulePhase::kPulling,
+                   progress.first, progress.second};
+      if (!writer->Write(ToProto(e))) {
+        return grpc::Status::OK;
+      }
+    }
+    last_progress.clear();
+    for (const auto& [image, progress] : inflight) {
+      last_progress[image] = progress;
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status LocalService::Plan(grpc::ServerContext* /*ctx*/, const v1::PlanRequest* /*req*/,
+                                v1::PlanResponse* resp) {
+  auto plan = deps_.reconciler->Plan();
+  if (!plan.ok()) {
+    return ToGrpc(plan.status());
+  }
+  for (const auto& a : plan->actions) {
+    v1::PlannedAction* p = resp->add_actions();
+    p->set_kind(a.kind == reconcile::Action::Kind::kLoad ? "load" : "unload");
+    p->set_module(a.key);
+    p->set_reason(a.why);
+  }
+  for (const auto& problem : plan->problems) {
+    resp->add_problems(problem);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status LocalService::Load(grpc::ServerContext* /*ctx*/, const v1::OverrideRequest* req,
+                                v1::OverrideResponse* resp) {
+  auto spec = proto::FromProto(req->module());
+  if (!spec.ok()) {
+    return ToGrpc(spec.status());
+  }
+  resp->set_message(deps_.reconciler->OverrideLoad(std::move(*spec)));
+  return grpc::Status::OK;
+}
+
+grpc::Status LocalService::Unload(grpc::ServerContext* /*ctx*/, const v1::OverrideRequest* req,
+                                  v1::OverrideResponse* resp) {
+  if (req->module().namespace_().empty() || req->module().name().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "unload needs the module's namespace and name");
+  }
+  resp->set_message(deps_.reconciler->OverrideUnload(
+      absl::StrCat(req->module().namespace_(), "/", req->module().name())));
+  return grpc::Status::OK;
+}
+
+grpc::Status LocalService::Firmware(grpc::ServerContext* /*ctx*/,
+                                    const v1::FirmwareRequest* /*req*/,
+                                    v1::FirmwareResponse* resp) {
+  resp->set_directory(deps_.firmware_dir);
+  if (!deps_.firmware) {
+    return grpc::Status::OK;
+  }
+  for (const auto& f : deps_.firmware()) {
+    v1::FirmwareFile* out = resp->add_files();
+    out->set_path(f.path);
+    for (const auto& o : f.owners) {
+      out->add_owners(o);
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status LocalService::Images(grpc::ServerContext* /*ctx*/, const v1::ImagesRequest* req,
+                                  v1::ImagesResponse* resp) {
+  if (deps_.cache == nullptr) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "this agent has no image cache");
+  }
+  image::ImageCache& cache = *deps_.cache;
+  if (req->prune()) {
+    // The keep set is computed under the reconciler's lock, so no pull lands in between.
+    auto pruned = deps_.reconciler->PruneImages(
+        [&cache](const std::set<std::string>& in_use)
+            -> absl::StatusOr<std::vector<std::string>> {
+          auto entries = cache.List();
+          if (!entries.ok()) {
+            return entries.status();
+          }
+          std::set<std::string> keep;
+          for (const auto& e : *entries) {
+            for (const auto& used : in_use) {
+              if (Under(used, e.path)) {
+                keep.insert(e.path);
+              }
+            }
+          }
+          return cache.Prune(keep);
+        });
+    if (!pruned.ok()) {
+      return ToGrpc(pruned.status());
+    }
+    for (const auto& p : *pruned) {
+      resp->add_pruned(p);
+    }
+  }
+  auto entries = cache.List();
+  if (!entries.ok()) {
+    return ToGrpc(entries.status());
+  }
+  const std::set<std::string> in_use = deps_.reconciler->InUseTrees();
+  for (const auto& e : *entries) {
+    v1::CachedImage* out = resp->add_images();
+    out->set_tree(e.tree);
+    out->set_path(e.path);
+    for (const auto& r : e.references) {
+      out->add_references(r);
+    }
+    bool used = false;
+    for (const auto& u : in_use) {
+      used = used || Under(u, e.path);
+    }
+    out->set_in_use(used);
+    out->set_bytes(TreeBytes(e.path));
+  }
+  return grpc::Status::OK;
+}
+
+absl::StatusOr<std::unique_ptr<LocalServer>> LocalServer::Start(const std::string& socket_path,
+                                                                LocalService& service) {
+  const fs::path dir = fs::path(socket_path).parent_path();
+  std::error_code ec;
+  if (!dir.empty() && !fs::exists(dir, ec)) {
+    // Only a directory the agent creates is made root-only: never chmod one it did not.
+    fs::create_directories(dir, ec);
+    if (ec) {
+      return ErrnoStatus(ec.value(), "cannot create the socket directory", dir.string());
+    }
+    if (::chmod(dir.c_str(), 0700) != 0) {
+      return ErrnoStatus(errno, "chmod 0700", dir.string());
+    }
+  }
+  if (fs::is_socket(socket_path, ec)) {
+    fs::remove(socket_path, ec);  // a previous run's
+  }
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials());
+  builder.RegisterService(&service);
+  grpc::ResourceQuota quota("kmodd-agent-local");
+  quota.SetMaxThreads(kMaxThreads);
+  builder.SetResourceQuota(quota);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS, 1);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 1);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on unix socket ", socket_path));
+  }
+  if (::chmod(socket_path.c_str(), 0600) != 0) {
+    const int err = errno;
+    server->Shutdown();
+    return ErrnoStatus(err, "chmod 0600", socket_path);
+  }
+  return std::unique_ptr<LocalServer>(new LocalServer(socket_path, service, std::move(server)));
+}
+
+LocalServer::~LocalServer() { Stop(); }
+
+void LocalServer::Stop() {
+  if (!server_) {
+    return;
+  }
+  service_.Shutdown();
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  server_->Wait();
+  server_.reset();
+  std::error_code ec;
+  fs::remove(path_, ec);
+}
+
+}  // namespace kmodd::server

@@ -1,0 +1,93 @@
+#include "node-agent/server/module_status.h"
+
+#include "absl/strings/str_cat.h"
+#include "node-agent/kernel/errors.h"
+
+namespace kmodd::server {
+
+const char* ModulePhaseName(ModulePhase p) {
+  switch (p) {
+    case ModulePhase::kPending:
+      return "Pending";
+    case ModulePhase::kPulling:
+      return "Pulling";
+    case ModulePhase::kLoading:
+      return "Loading";
+    case ModulePhase::kLoaded:
+      return "Loaded";
+    case ModulePhase::kUnloading:
+      return "Unloading";
+    case ModulePhase::kFailed:
+      return "Failed";
+  }
+  return "Unknown";
+}
+
+ErrorClass ClassOf(const absl::Status& s) {
+  switch (kernel::OutcomeOf(s)) {
+    case kernel::Outcome::kSuccess:
+      return ErrorClass::kNone;
+    case kernel::Outcome::kRetry:
+    case kernel::Outcome::kUnknown:
+      return ErrorClass::kRetry;
+    case kernel::Outcome::kWaitForChange:
+      return ErrorClass::kWait;
+    case kernel::Outcome::kNotPermitted:
+    case kernel::Outcome::kSpecError:
+      return ErrorClass::kTerminal;
+  }
+  return ErrorClass::kRetry;
+}
+
+bool ModuleStatus::SameAs(const ModuleStatus& o) const {
+  return key == o.key && phase == o.phase && message == o.message &&
+         error_class == o.error_class && image == o.image && image_digest == o.image_digest &&
+         version == o.version && kernel_modules == o.kernel_modules && firmware == o.firmware &&
+         pull_bytes_done == o.pull_bytes_done && pull_bytes_total == o.pull_bytes_total &&
+         desired_version == o.desired_version;
+}
+
+namespace {
+
+DerivedPhase Failed(const absl::Status& s, bool retry_scheduled) {
+  std::string message(s.message());
+  const ErrorClass c = ClassOf(s);
+  if (c == ErrorClass::kTerminal) {
+    absl::StrAppend(&message, " (not retried until the desired state changes)");
+  } else if (retry_scheduled) {
+    absl::StrAppend(&message, " (will retry)");
+  }
+  return {ModulePhase::kFailed, std::move(message), c};
+}
+
+}  // namespace
+
+DerivedPhase DerivePhase(const ModuleFacts& f) {
+  if (f.acting == ModuleFacts::Acting::kLoad) {
+    return {ModulePhase::kLoading, "", ErrorClass::kNone};
+  }
+  if (f.acting == ModuleFacts::Acting::kUnload) {
+    return {ModulePhase::kUnloading, "", ErrorClass::kNone};
+  }
+  if (f.desired && f.pulling) {
+    return {ModulePhase::kPulling, "", ErrorClass::kNone};
+  }
+  if (f.desired && f.converged) {
+    return {ModulePhase::kLoaded, "", ErrorClass::kNone};
+  }
+  if (f.desired && !f.problem.ok()) {
+    return Failed(f.problem, f.retry_scheduled);
+  }
+  if (!f.last_error.ok()) {
+    return Failed(f.last_error, f.retry_scheduled);
+  }
+  if (!f.desired) {
+    return {ModulePhase::kUnloading, "no longer desired", ErrorClass::kNone};
+  }
+  if (f.journal != nullptr && f.journal->phase == reconcile::Phase::kLoaded) {
+    return {ModulePhase::kPending, "drift: reloading", ErrorClass::kNone};
+  }
+  return {ModulePhase::kPending, "", ErrorClass::kNone};
+}
+
+}  // namespace kmodd::server

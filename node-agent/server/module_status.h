@@ -1,0 +1,69 @@
+#pragma once
+
+// What the agent reports per Module, as plain types (converted to protobuf at the gRPC
+// edge, wire.h), and the pure rule that derives a Module's phase from what the reconciler
+// knows about it.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "node-agent/reconcile/journal.h"
+
+namespace kmodd::server {
+
+enum class ModulePhase { kPending, kPulling, kLoading, kLoaded, kUnloading, kFailed };
+enum class ErrorClass { kNone, kRetry, kWait, kTerminal };
+
+const char* ModulePhaseName(ModulePhase p);
+
+// The kernel layer's classification (kernel::OutcomeOf) as the operator sees it.
+ErrorClass ClassOf(const absl::Status& s);
+
+struct ModuleStatus {
+  std::string key;  // namespace/name
+  std::string namespace_;
+  std::string name;
+  ModulePhase phase = ModulePhase::kPending;
+  std::string message;
+  ErrorClass error_class = ErrorClass::kNone;
+  std::string image;
+  std::string image_digest;
+  std::string version;
+  std::vector<std::string> kernel_modules;
+  std::vector<std::string> firmware;
+  int64_t since_unix_ms = 0;    // set by AgentState when the phase changes
+  int64_t updated_unix_ms = 0;  // set by AgentState when anything changes
+  int64_t pull_bytes_done = 0;
+  int64_t pull_bytes_total = 0;
+  std::string desired_version;
+
+  // Equality on what the reconciler decides, not on the timestamps AgentState stamps.
+  bool SameAs(const ModuleStatus& o) const;
+};
+
+// Everything the reconciler knows about one Module at the end of (or during) a pass.
+struct ModuleFacts {
+  bool desired = false;     // in the desired state (or a load override)
+  bool pulling = false;     // its image is being fetched
+  enum class Acting { kNone, kLoad, kUnload } acting = Acting::kNone;
+  absl::Status problem;     // preparation failed (image, tree, vermagic, kernel version)
+  absl::Status last_error;  // the last action on it failed
+  bool converged = false;   // loaded exactly as desired
+  bool retry_scheduled = false;  // a failure will be retried (not terminal)
+  const reconcile::JournalEntry* journal = nullptr;  // what kmodd did for it, if anything
+};
+
+struct DerivedPhase {
+  ModulePhase phase;
+  std::string message;
+  ErrorClass error_class = ErrorClass::kNone;
+  bool operator==(const DerivedPhase&) const = default;
+};
+
+// In order: an action in progress; a pull; loaded as desired; a preparation problem; a
+// failed action; otherwise waiting (Pending, or Unloading for a Module no longer desired).
+DerivedPhase DerivePhase(const ModuleFacts& f);
+
+}  // namespace kmodd::server

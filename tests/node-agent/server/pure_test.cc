@@ -1,0 +1,109 @@
+#include <catch2/catch.hpp>
+
+#include <cerrno>
+
+#include "node-agent/kernel/errors.h"
+#include "node-agent/server/backoff.h"
+#include "node-agent/server/metrics.h"
+#include "node-agent/server/metrics_server.h"
+#include "node-agent/server/module_status.h"
+
+using kmodd::server::BackoffDelay;
+using kmodd::server::BackoffPolicy;
+using kmodd::server::DerivedPhase;
+using kmodd::server::DerivePhase;
+using kmodd::server::ErrorClass;
+using kmodd::server::ModuleFacts;
+using kmodd::server::ModulePhase;
+using std::chrono::milliseconds;
+
+TEST_CASE("backoff doubles from its start, is capped, and jitters within the upper half", "[server]") {
+  const BackoffPolicy p{milliseconds(100), milliseconds(30000)};
+  CHECK(BackoffDelay(p, 0, 0.0) == milliseconds(50));
+  CHECK(BackoffDelay(p, 0, 0.999) == milliseconds(99));
+  CHECK(BackoffDelay(p, 3, 0.0) == milliseconds(400));
+  CHECK(BackoffDelay(p, 20, 0.0) == milliseconds(15000));
+  CHECK(BackoffDelay(p, 1000, 0.999) <= milliseconds(30000));
+  kmodd::server::Backoff b(p);
+  CHECK(b.Next(0) == milliseconds(50));
+  CHECK(b.Next(0) == milliseconds(100));
+  b.Reset();
+  CHECK(b.Next(0) == milliseconds(50));
+}
+
+TEST_CASE("a Module's phase follows what the reconciler knows, in order", "[server]") {
+  const absl::Status busy = kmodd::kernel::KernelError(kmodd::kernel::KernelOp::kInsert, EBUSY, "m");
+  const absl::Status vermagic = absl::InvalidArgumentError("vermagic mismatch");
+  const absl::Status perm = kmodd::kernel::KernelError(kmodd::kernel::KernelOp::kInsert, EPERM, "m");
+  struct Row {
+    const char* what;
+    ModuleFacts facts;
+    ModulePhase phase;
+    ErrorClass error_class;
+  };
+  auto facts = [](auto f) {
+    ModuleFacts m;
+    m.desired = true;
+    f(m);
+    return m;
+  };
+  const Row rows[] = {
+      {"desired, nothing yet", facts([](ModuleFacts&) {}), ModulePhase::kPending, ErrorClass::kNone},
+      {"image being pulled", facts([](ModuleFacts& m) { m.pulling = true; }), ModulePhase::kPulling,
+       ErrorClass::kNone},
+      {"being loaded", facts([](ModuleFacts& m) { m.acting = ModuleFacts::Acting::kLoad; }),
+       ModulePhase::kLoading, ErrorClass::kNone},
+      {"in the kernel as desired", facts([](ModuleFacts& m) { m.converged = true; }),
+       ModulePhase::kLoaded, ErrorClass::kNone},
+      {"converged wins over an old error",
+       facts([&](ModuleFacts& m) { m.converged = true; m.last_error = busy; }),
+       ModulePhase::kLoaded, ErrorClass::kNone},
+      {"busy: retried", facts([&](ModuleFacts& m) { m.last_error = busy; }), ModulePhase::kFailed,
+       ErrorClass::kRetry},
+      {"not permitted: terminal", facts([&](ModuleFacts& m) { m.last_error = perm; }),
+       ModulePhase::kFailed, ErrorClass::kTerminal},
+      {"bad image: terminal", facts([&](ModuleFacts& m) { m.problem = vermagic; }),
+       ModulePhase::kFailed, ErrorClass::kTerminal},
+      {"no longer desired", ModuleFacts{}, ModulePhase::kUnloading, ErrorClass::kNone},
+      {"being unloaded", [] { ModuleFacts m; m.acting = ModuleFacts::Acting::kUnload; return m; }(),
+       ModulePhase::kUnloading, ErrorClass::kNone},
+  };
+  for (const auto& r : rows) {
+    INFO(r.what);
+    const DerivedPhase d = DerivePhase(r.facts);
+    CHECK(d.phase == r.phase);
+    CHECK(d.error_class == r.error_class);
+  }
+}
+
+TEST_CASE("metrics text lists every phase and the action counters", "[server]") {
+  kmodd::server::Metrics m;
+  m.RecordReconcile();
+  m.RecordAction("load", true, 0.02);
+  m.RecordAction("load", false, 0.2);
+  m.RecordAction("unload", true, 0.001);
+  kmodd::server::MetricsSnapshot s = m.Snapshot();
+  s.controller_connected = true;
+  s.modules_by_phase["Loaded"] = 2;
+  const std::string text = kmodd::server::RenderMetrics(s);
+  CHECK(text.find("kmodd_agent_controller_connected 1\n") != std::string::npos);
+  CHECK(text.find("kmodd_agent_modules{phase=\"Loaded\"} 2\n") != std::string::npos);
+  CHECK(text.find("kmodd_agent_modules{phase=\"Failed\"} 0\n") != std::string::npos);
+  CHECK(text.find("kmodd_agent_reconciles_total 1\n") != std::string::npos);
+  CHECK(text.find("kmodd_agent_actions_total{kind=\"load\",result=\"error\"} 1\n") != std::string::npos);
+  CHECK(text.find("kmodd_agent_actions_total{kind=\"unload\",result=\"ok\"} 1\n") != std::string::npos);
+  CHECK(text.find("kmodd_agent_load_duration_seconds_bucket{le=\"0.025\"} 1\n") != std::string::npos);
+  CHECK(text.find("kmodd_agent_load_duration_seconds_bucket{le=\"0.25\"} 2\n") != std::string::npos);
+  CHECK(text.find("kmodd_agent_load_duration_seconds_count 2\n") != std::string::npos);
+}
+
+TEST_CASE("the metrics server routes /metrics and /healthz, 503 when wedged", "[server]") {
+  bool healthy = true;
+  kmodd::server::HttpHandlers h{[] { return std::string("x 1\n"); }, [&] { return healthy; }};
+  CHECK(kmodd::server::Route("GET", "/metrics", h).body == "x 1\n");
+  CHECK(kmodd::server::Route("GET", "/healthz", h).status == 200);
+  healthy = false;
+  CHECK(kmodd::server::Route("GET", "/healthz", h).status == 503);
+  CHECK(kmodd::server::Route("GET", "/nope", h).status == 404);
+  CHECK(kmodd::server::Route("POST", "/metrics", h).status == 405);
+}

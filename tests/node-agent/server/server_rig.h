@@ -1,0 +1,125 @@
+#pragma once
+
+// Shared by the server tests: a thread-safe FakeKernel (the reconciler runs on its own
+// thread), driver trees of fake .ko files, module specs, temp dirs and a polling wait.
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../fake_kernel.h"
+#include "controller/api/node_modules_config.h"
+#include "fake_ko.h"
+#include "node-agent/server/agent_state.h"
+
+namespace kmodd::testing {
+
+struct ServerTempDir {
+  std::string path;
+  ServerTempDir() {
+    char tmpl[] = "/tmp/kmodd-server-XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~ServerTempDir() { std::filesystem::remove_all(path); }
+  ServerTempDir(const ServerTempDir&) = delete;
+  ServerTempDir& operator=(const ServerTempDir&) = delete;
+};
+
+// The FakeKernel behind a mutex: the reconciler's worker and the test both touch it.
+class LockedKernel : public kernel::Kernel {
+ public:
+  absl::StatusOr<kernel::KernelState> Observe() override {
+    std::lock_guard<std::mutex> l(mu_);
+    return k_.Observe();
+  }
+  absl::Status InsertFile(const std::string& path, const std::string& params) override {
+    std::lock_guard<std::mutex> l(mu_);
+    return k_.InsertFile(path, params);
+  }
+  absl::Status InsertHost(const std::string& name, const std::string& params) override {
+    std::lock_guard<std::mutex> l(mu_);
+    return k_.InsertHost(name, params);
+  }
+  absl::Status Remove(const std::string& name) override {
+    std::lock_guard<std::mutex> l(mu_);
+    return k_.Remove(name);
+  }
+  absl::StatusOr<std::optional<std::string>> HostModulePath(const std::string& name) override {
+    std::lock_guard<std::mutex> l(mu_);
+    return k_.HostModulePath(name);
+  }
+  absl::StatusOr<std::string> RunningVermagic() override {
+    std::lock_guard<std::mutex> l(mu_);
+    return k_.RunningVermagic();
+  }
+  template <class F>
+  auto With(F f) {
+    std::lock_guard<std::mutex> l(mu_);
+    return f(k_);
+  }
+
+ private:
+  std::mutex mu_;
+  FakeKernel k_;
+};
+
+// <root>/opt/lib/modules/6.1.0-test/<name>.ko for each name, built for FakeKernel's kernel.
+inline std::string MakeDriverImage(const std::string& root, const std::vector<std::string>& names) {
+  const std::string dir = root + "/opt/lib/modules/6.1.0-test";
+  std::filesystem::create_directories(dir);
+  for (const auto& n : names) {
+    WriteFakeKo(dir + "/" + n + ".ko",
+                {"vermagic=6.1.0-test SMP mod_unload modversions ", "depends=", "name=" + n});
+  }
+  return root;
+}
+
+inline api::NodeModuleSpec Spec(const std::string& ns, const std::string& name,
+                                const std::string& image, const std::string& module) {
+  api::NodeModuleSpec s;
+  s.namespace_ = ns;
+  s.name = name;
+  s.config.kernel_version = "6.1.0-test";
+  s.config.container_image = image;
+  s.config.modprobe.module_name = module;
+  return s;
+}
+
+// Polls `pred` until it holds or `timeout` passes.
+inline bool Eventually(const std::function<bool()>& pred,
+                       std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return pred();
+}
+
+inline const server::ModuleStatus* FindStatus(const server::AgentSnapshot& s,
+                                              const std::string& key) {
+  for (const auto& m : s.modules) {
+    if (m.key == key) {
+      return &m;
+    }
+  }
+  return nullptr;
+}
+
+inline bool PhaseIs(const server::AgentState& state, const std::string& key,
+                    server::ModulePhase phase) {
+  const server::AgentSnapshot s = state.Snapshot();
+  const server::ModuleStatus* m = FindStatus(s, key);
+  return m != nullptr && m->phase == phase;
+}
+
+}  // namespace kmodd::testing
