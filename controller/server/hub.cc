@@ -165,10 +165,8 @@ absl::Status Hub::Report(AgentStream* stream, const v1::NodeReport& report) {
                 {{"node", name}, {"version", ack.version()}, {"error", ack.error()}});
     }
   }
-  // The modules are the agent's full observed state; a bare ACK leaves them as they were.
-  if (!report.has_ack() || report.modules_size() > 0) {
-    e.record.modules = ReportedFromProto(report.modules());
-  }
+  // Every report, ACKs included, carries the agent's full observed state.
+  e.record.modules = ReportedFromProto(report.modules());
   if (!report.applied_version().empty()) {
     e.record.applied_version = report.applied_version();
   }
