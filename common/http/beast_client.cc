@@ -9,6 +9,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 #include <exception>
+#include <functional>
 #include <limits>
 #include <type_traits>
 #include <utility>
@@ -111,10 +112,11 @@ struct Hop {
 // One call of Fetch or Stream: every hop of it, redirects included.
 class Exchange {
  public:
-  Exchange(const ClientOptions& options, BeastHttpClient::Tls& tls, const Request& request,
+  using TlsSource = std::function<absl::StatusOr<BeastHttpClient::Tls*>()>;
+  Exchange(const ClientOptions& options, TlsSource tls, const Request& request,
            const BodyHandler* handler)
       : options_(options),
-        tls_(tls),
+        tls_source_(std::move(tls)),
         request_(request),
         handler_(handler),
         timed_(request.timeout.value_or(options.timeout),
@@ -139,7 +141,8 @@ class Exchange {
   }
 
   const ClientOptions& options_;
-  BeastHttpClient::Tls& tls_;
+  TlsSource tls_source_;
+  BeastHttpClient::Tls* tls_ = nullptr;  // set by HopTo for an https hop
   const Request& request_;
   const BodyHandler* handler_;  // null: buffer the body
   Timed timed_;
@@ -199,7 +202,12 @@ absl::StatusOr<Response> Exchange::Run() {
 absl::StatusOr<Hop> Exchange::HopTo(const Url& url, const std::string& method,
                                     const Headers& headers, const std::string& body) {
   if (url.IsHttps()) {
-    TlsStream stream(timed_.ioc(), tls_.ctx);
+    absl::StatusOr<BeastHttpClient::Tls*> tls = tls_source_();
+    if (!tls.ok()) {
+      return tls.status();
+    }
+    tls_ = *tls;
+    TlsStream stream(timed_.ioc(), tls_->ctx);
     return HopOn(stream, url, method, headers, body);
   }
   beast::tcp_stream stream(timed_.ioc());
@@ -242,14 +250,14 @@ absl::StatusOr<Hop> Exchange::HopOn(Stream& stream, const Url& url, const std::s
     return s;
   }
   if constexpr (std::is_same_v<Stream, TlsStream>) {
-    if (absl::Status s = PrepareTls(stream.native_handle(), url, tls_.verify); !s.ok()) {
+    if (absl::Status s = PrepareTls(stream.native_handle(), url, tls_->verify); !s.ok()) {
       return s;
     }
     const beast::error_code ec = timed_.Run(tcp, [&](auto handler) {
       stream.async_handshake(asio::ssl::stream_base::client, std::move(handler));
     });
     if (ec) {
-      return HandshakeStatus(ec, stream.native_handle(), tls_.verify, url, timed_.TimeoutText());
+      return HandshakeStatus(ec, stream.native_handle(), tls_->verify, url, timed_.TimeoutText());
     }
   }
 
@@ -386,15 +394,33 @@ absl::Status Exchange::ReadBody(Stream& stream, beast::flat_buffer& buffer,
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<BeastHttpClient>> BeastHttpClient::Create(ClientOptions options) {
-  absl::StatusOr<std::unique_ptr<Tls>> tls = MakeTls(options.tls);
-  if (!tls.ok()) {
-    return tls.status();
+  // Loading the system CA bundle costs ~30 ms of CPU: done at the first https request, so
+  // a plain-HTTP registry never pays it. CAs given explicitly are checked now.
+  std::unique_ptr<Tls> tls;
+  if (!options.tls.ca_file.empty() || !options.tls.ca_pem.empty()) {
+    absl::StatusOr<std::unique_ptr<Tls>> made = MakeTls(options.tls);
+    if (!made.ok()) {
+      return made.status();
+    }
+    tls = *std::move(made);
   }
-  return std::unique_ptr<BeastHttpClient>(new BeastHttpClient(std::move(options), *std::move(tls)));
+  return std::unique_ptr<BeastHttpClient>(new BeastHttpClient(std::move(options), std::move(tls)));
 }
 
 BeastHttpClient::BeastHttpClient(ClientOptions options, std::unique_ptr<Tls> tls)
     : options_(std::move(options)), tls_(std::move(tls)) {}
+
+absl::StatusOr<BeastHttpClient::Tls*> BeastHttpClient::TlsContext() {
+  std::lock_guard<std::mutex> lock(tls_mu_);
+  if (!tls_) {
+    absl::StatusOr<std::unique_ptr<Tls>> made = MakeTls(options_.tls);
+    if (!made.ok()) {
+      return made.status();
+    }
+    tls_ = *std::move(made);
+  }
+  return tls_.get();
+}
 
 BeastHttpClient::~BeastHttpClient() = default;
 
@@ -411,7 +437,7 @@ absl::StatusOr<Response> BeastHttpClient::Do(const Request& request, const BodyH
   // Boost and the standard library report some failures (allocation, a broken io_context) by
   // throwing; none of that crosses this API.
   try {
-    Exchange exchange(options_, *tls_, request, handler);
+    Exchange exchange(options_, [this] { return TlsContext(); }, request, handler);
     return exchange.Run();
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("HTTP ", request.method, ": ", e.what()));

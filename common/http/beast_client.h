@@ -1,6 +1,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -53,7 +54,10 @@ class BeastHttpClient final : public HttpClient {
   absl::StatusOr<Response> Do(const Request& request, const BodyHandler* handler);
 
   const ClientOptions options_;
-  const std::unique_ptr<Tls> tls_;
+  absl::StatusOr<Tls*> TlsContext();  // made at the first https hop
+
+  std::mutex tls_mu_;
+  std::unique_ptr<Tls> tls_;
 };
 
 }  // namespace kmodd::http
