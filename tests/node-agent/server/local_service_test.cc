@@ -1,0 +1,160 @@
+// The local Agent service over a real unix socket in a temp dir.
+
+#include <catch2/catch.hpp>
+
+#include <grpcpp/grpcpp.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+
+#include "kmodd/v1/agent.grpc.pb.h"
+#include "node-agent/server/local_service.h"
+#include "proto/convert.h"
+#include "server_rig.h"
+
+using kmodd::testing::Eventually;
+using kmodd::testing::Spec;
+namespace v1 = kmodd::v1;
+using namespace std::chrono_literals;  // NOLINT(google-build-using-namespace)
+
+namespace {
+
+struct LocalRig {
+  kmodd::testing::ServerTempDir dir;
+  kmodd::testing::LockedKernel kernel;
+  kmodd::testing::FakeFirmware firmware;
+  kmodd::server::AgentState state;
+  kmodd::server::Metrics metrics;
+  std::FILE* devnull = std::fopen("/dev/null", "w");
+  kmodd::Logger log{devnull};
+  std::unique_ptr<kmodd::server::Reconciler> rec;
+  std::unique_ptr<kmodd::server::LocalService> service;
+  std::unique_ptr<kmodd::server::LocalServer> server;
+  std::unique_ptr<v1::Agent::Stub> stub;
+  std::string socket;
+  std::string image;
+
+  LocalRig() {
+    image = "dir:" + kmodd::testing::MakeDriverImage(dir.path + "/img", {"mod_a"});
+    kmodd::server::ReconcilerOptions o;
+    o.journal_path = dir.path + "/journal.json";
+    o.image_store = [](const std::string&) {
+      return std::make_unique<kmodd::reconcile::DirImageStore>();
+    };
+    rec = std::make_unique<kmodd::server::Reconciler>(kernel, &firmware, state, metrics, log, o);
+    REQUIRE(rec->Start().ok());
+    kmodd::server::LocalServiceDeps deps;
+    deps.state = &state;
+    deps.reconciler = rec.get();
+    deps.facts.name = "node-a";
+    deps.firmware = [] {
+      kmodd::firmware::StagedFile f;
+      f.path = "kmm_ci_fw/fw.bin";
+      f.owners = {"ns/a"};
+      return std::vector<kmodd::firmware::StagedFile>{f};
+    };
+    deps.firmware_dir = "/var/lib/firmware";
+    service = std::make_unique<kmodd::server::LocalService>(std::move(deps));
+    socket = dir.path + "/run/kmodd/agent.sock";
+    auto s = kmodd::server::LocalServer::Start(socket, *service);
+    REQUIRE(s.ok());
+    server = std::move(*s);
+    stub = v1::Agent::NewStub(
+        grpc::CreateChannel("unix:" + socket, grpc::InsecureChannelCredentials()));
+  }
+  ~LocalRig() {
+    server.reset();
+    rec.reset();
+    std::fclose(devnull);
+  }
+  v1::StatusResponse Status() {
+    grpc::ClientContext ctx;
+    v1::StatusResponse r;
+    REQUIRE(stub->Status(&ctx, v1::StatusRequest(), &r).ok());
+    return r;
+  }
+};
+
+int Mode(const std::string& path) {
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  return static_cast<int>(st.st_mode & 07777);
+}
+
+}  // namespace
+
+TEST_CASE("the local service listens on a root-only socket and removes it on stop", "[server][local]") {
+  LocalRig r;
+  CHECK(Mode(r.socket) == 0600);
+  CHECK(Mode(r.dir.path + "/run/kmodd") == 0700);
+  CHECK(r.Status().node().name() == "node-a");
+  r.server->Stop();
+  CHECK_FALSE(std::filesystem::exists(r.socket));
+}
+
+TEST_CASE("a load override over the socket loads the module and says what replaces it", "[server][local]") {
+  LocalRig r;
+  v1::OverrideRequest req;
+  *req.mutable_module() = kmodd::proto::ToProto(Spec("ns", "a", r.image, "mod_a"));
+  {
+    grpc::ClientContext ctx;
+    v1::OverrideResponse resp;
+    REQUIRE(r.stub->Load(&ctx, req, &resp).ok());
+    CHECK(resp.message().find("next desired state") != std::string::npos);
+  }
+  REQUIRE(Eventually([&] {
+    const auto s = r.Status();
+    return s.modules_size() == 1 && s.modules(0).phase() == v1::LOADED;
+  }));
+  const auto s = r.Status();
+  CHECK(s.desired_source() == "override");
+  REQUIRE(s.overrides_size() == 1);
+  {
+    grpc::ClientContext ctx;
+    v1::PlanResponse plan;
+    REQUIRE(r.stub->Plan(&ctx, v1::PlanRequest(), &plan).ok());
+    CHECK(plan.actions_size() == 0);
+  }
+  {
+    // Events with replay: what already happened comes first.
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 2s);
+    v1::EventsRequest er;
+    er.set_replay(true);
+    auto reader = r.stub->Events(&ctx, er);
+    bool saw_loaded = false;
+    v1::Event e;
+    while (!saw_loaded && reader->Read(&e)) {
+      saw_loaded = e.kind() == "PhaseChanged" && e.module() == "ns/a" && e.phase() == v1::LOADED;
+    }
+    CHECK(saw_loaded);
+    ctx.TryCancel();
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::OverrideRequest bad;
+    v1::OverrideResponse resp;
+    CHECK(r.stub->Unload(&ctx, bad, &resp).error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  v1::OverrideRequest unload;
+  unload.mutable_module()->set_namespace_("ns");
+  unload.mutable_module()->set_name("a");
+  grpc::ClientContext ctx;
+  v1::OverrideResponse resp;
+  REQUIRE(r.stub->Unload(&ctx, unload, &resp).ok());
+  REQUIRE(Eventually([&] { return r.Status().modules_size() == 0; }));
+}
+
+TEST_CASE("the local service lists the firmware ledger and has no images without a cache", "[server][local]") {
+  LocalRig r;
+  grpc::ClientContext ctx;
+  v1::FirmwareResponse fw;
+  REQUIRE(r.stub->Firmware(&ctx, v1::FirmwareRequest(), &fw).ok());
+  CHECK(fw.directory() == "/var/lib/firmware");
+  REQUIRE(fw.files_size() == 1);
+  CHECK(fw.files(0).owners(0) == "ns/a");
+  grpc::ClientContext ictx;
+  v1::ImagesResponse images;
+  CHECK(r.stub->Images(&ictx, v1::ImagesRequest(), &images).error_code() ==
+        grpc::StatusCode::FAILED_PRECONDITION);
+}
