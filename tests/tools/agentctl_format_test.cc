@@ -9,6 +9,9 @@ namespace {
 
 constexpr int64_t kNow = 1'700'000'000'000;
 
+constexpr int64_t kHour = 3600;
+constexpr int64_t kDay = 24 * kHour;
+
 int64_t Ago(int64_t seconds) { return kNow - seconds * 1000; }
 
 v1::ModuleStatus Module(const char* ns, const char* name, v1::Phase phase) {
@@ -27,14 +30,14 @@ TEST_CASE("ages read as kubectl's AGE column") {
   CHECK(HumanAge(kNow, Ago(119)) == "119s");
   CHECK(HumanAge(kNow, Ago(180)) == "3m");
   CHECK(HumanAge(kNow, Ago(200)) == "3m20s");
-  CHECK(HumanAge(kNow, Ago(45 * 60 + 10)) == "45m");
-  CHECK(HumanAge(kNow, Ago(2 * 3600)) == "120m");  // kubectl switches to hours at 3h
-  CHECK(HumanAge(kNow, Ago(3 * 3600)) == "3h");
-  CHECK(HumanAge(kNow, Ago(3 * 3600 + 5 * 60)) == "3h5m");
-  CHECK(HumanAge(kNow, Ago(30 * 3600)) == "30h");
-  CHECK(HumanAge(kNow, Ago(3 * 86400 + 4 * 3600)) == "3d4h");
-  CHECK(HumanAge(kNow, Ago(40 * 86400)) == "40d");
-  CHECK(HumanAge(kNow, Ago(3 * 365 * 86400 + 86400)) == "3y1d");
+  CHECK(HumanAge(kNow, Ago(2710)) == "45m");
+  CHECK(HumanAge(kNow, Ago(2 * kHour)) == "120m");  // kubectl switches to hours at 3h
+  CHECK(HumanAge(kNow, Ago(3 * kHour)) == "3h");
+  CHECK(HumanAge(kNow, Ago(3 * kHour + 300)) == "3h5m");
+  CHECK(HumanAge(kNow, Ago(30 * kHour)) == "30h");
+  CHECK(HumanAge(kNow, Ago(3 * kDay + 4 * kHour)) == "3d4h");
+  CHECK(HumanAge(kNow, Ago(40 * kDay)) == "40d");
+  CHECK(HumanAge(kNow, Ago(1096 * kDay)) == "3y1d");
 }
 
 TEST_CASE("digests shorten to 12 hex digits and sizes to binary units") {
@@ -64,7 +67,7 @@ TEST_CASE("status prints the node line and one row per module") {
   auto loaded = Module("intel-gpu", "gpu-xe", v1::LOADED);
   loaded.set_version("1.0");
   loaded.set_image_digest("sha256:aabbccddeeff00112233");
-  loaded.set_since_unix_ms(Ago(4 * 3600));
+  loaded.set_since_unix_ms(Ago(4 * kHour));
   *s.add_modules() = loaded;
   auto pulling = Module("storage", "fast-nvme", v1::PULLING);
   pulling.set_since_unix_ms(Ago(5));

@@ -1,0 +1,36 @@
+#pragma once
+
+// kmodd-loadgen's command line, parsed once into an immutable struct.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace kmodd::loadgen {
+
+struct Options {
+  std::string controller;  // HOST:PORT
+  int agents = 0;
+  bool insecure = false;
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
+  std::string name_prefix = "sim-";
+  std::map<std::string, std::string> labels;
+  std::string kernel = "6.1.0-57-cloud-amd64";
+  int connections = 0;  // 0 until parsed: then ceil(agents / 100)
+  int until_version_count = 0;
+  int wait_all_acked_s = 0;
+  std::string since_file;
+  std::string report_file;
+};
+
+extern const char kUsage[];
+
+// Errors are usage errors (exit 2), with the flag named.
+[[nodiscard]] absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args);
+
+}  // namespace kmodd::loadgen
