@@ -69,7 +69,13 @@ absl::StatusOr<std::string> OciImageStore::RootFor(const api::NodeModuleSpec& m)
     return pulled.status();
   }
   in_use_.insert(pulled->root);
+  digests_[pulled->root] = pulled->manifest_digest;
   return pulled->root;
+}
+
+std::string OciImageStore::DigestOf(const std::string& root) const {
+  auto it = digests_.find(root);
+  return it != digests_.end() ? it->second : "";
 }
 
 }  // namespace kmodd::reconcile

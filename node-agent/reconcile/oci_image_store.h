@@ -4,6 +4,8 @@
 // registry) or oci-layout:PATH[:TAG], extracting only the driver tree for the node's
 // kernel and the firmware path; dir:/path keeps working for trees already on the node.
 
+#include <map>
+#include <set>
 #include <string>
 
 #include "node-agent/image/cache.h"
@@ -21,6 +23,7 @@ class OciImageStore : public ImageStore {
   OciImageStore(image::ImageCache& cache, Options options);
 
   absl::StatusOr<std::string> RootFor(const api::NodeModuleSpec& m) override;
+  std::string DigestOf(const std::string& root) const override;
 
   // The trees handed out, for pruning the cache of everything else.
   const std::set<std::string>& in_use() const { return in_use_; }
@@ -30,6 +33,7 @@ class OciImageStore : public ImageStore {
   Options options_;
   DirImageStore dirs_;
   std::set<std::string> in_use_;
+  std::map<std::string, std::string> digests_;  // root -> manifest digest
 };
 
 // "opt/lib/modules/<kernel>/" and "firmware/" for a module's dirName and firmwarePath.

@@ -18,6 +18,9 @@ class ImageStore {
   virtual ~ImageStore() = default;
   // The root directory of the image's files on this node (pulling it if needed).
   [[nodiscard]] virtual absl::StatusOr<std::string> RootFor(const api::NodeModuleSpec& m) = 0;
+  // The manifest digest of the image a root returned by RootFor came from ("" when the
+  // root is not from an OCI image, e.g. dir:).
+  virtual std::string DigestOf(const std::string& /*root*/) const { return ""; }
 };
 
 // `dir:/path/to/rootfs`: a driver tree already on the node (air-gapped nodes, tests).

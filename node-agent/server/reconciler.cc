@@ -299,6 +299,7 @@ std::optional<absl::StatusOr<std::string>> Reconciler::Resolve(const api::NodeMo
   auto resolve = [this, spec, secret, key](bool wake) {
     auto store = options_.image_store(secret);
     absl::StatusOr<std::string> root = store->RootFor(spec);
+    const std::string digest = root.ok() ? store->DigestOf(*root) : "";
     if (!root.ok()) {
       log_.Warn("image not available", {{"module", key},
                                         {"image", spec.config.container_image},
@@ -313,7 +314,7 @@ std::optional<absl::StatusOr<std::string>> Reconciler::Resolve(const api::NodeMo
       gates_.erase(key);  // the image failure is over; a new one starts from scratch
       last_error_.erase(key);
     }
-    resolved_[key] = Resolved{spec, secret, std::move(root)};
+    resolved_[key] = Resolved{spec, secret, std::move(root), digest};
     triggered_ = triggered_ || wake;
   };
   if (spec.config.container_image.rfind("dir:", 0) == 0) {
@@ -498,6 +499,10 @@ void Reconciler::Publish(const Inputs& in, const std::vector<reconcile::DesiredM
     st.message = p.message;
     st.error_class = p.error_class;
     st.image = spec.config.container_image;
+    if (auto r = resolved_.find(d.key);
+        r != resolved_.end() && r->second.root.ok() && r->second.spec == spec) {
+      st.image_digest = r->second.digest;
+    }
     st.version = spec.version;
     out.push_back(std::move(st));
     seen.insert(d.key);

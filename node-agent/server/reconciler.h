@@ -106,6 +106,7 @@ class Reconciler {
     api::NodeModuleSpec spec;
     std::string secret;
     absl::StatusOr<std::string> root;
+    std::string digest;  // of the image `root` came from, when it is one
   };
   struct Inputs {
     bool authoritative = false;  // a desired state is known (else nothing is unloaded)
