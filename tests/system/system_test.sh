@@ -1,0 +1,315 @@
+#!/usr/bin/env bash
+# The whole job on one machine, end to end: a local registry holding the example driver
+# image (built from tools/test-modules), kmodd-controller in standalone mode on a directory
+# of Modules, and kmodd-agent inside the qemu real-kernel VM, connected over mTLS.
+#
+# usage: system_test.sh BIN_DIR REPO_ROOT [--demo]
+#
+# The full run (a ctest test, label e2e) proves, against the real kernel:
+#   1. the Module is Loaded on the node (controller status, agentctl status, /proc/modules,
+#      the firmware the module asked for);
+#   2. change the Module's image: the node reloads it from the new image;
+#   3. delete the Module: it is unloaded and its firmware removed;
+#   4. stop the controller (kill -9): the node keeps its module;
+#   5. reboot the VM with neither controller nor registry running: the module is back,
+#      from the agent's journal and image cache.
+# --demo stops after step 1 and prints what a person would look at (tools/demo).
+#
+# The host drives; the guest follows. The guest reads the current step from a small HTTP
+# server on the host (python3 -m http.server, at 10.0.2.2 from the guest) and says it is done
+# with a step by asking for /ack/STEP, which the host finds in that server's log.
+set -uo pipefail
+bin="$1"
+root="$2"
+demo=0
+[[ ${3:-} == --demo ]] && demo=1
+case_name=system
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/kmodd-system.XXXXXX")
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  "$root/tools/registry/stop" "$tmp/reg" >/dev/null 2>&1
+  if [[ -n ${KMODD_E2E_KEEP:-} ]]; then echo "# kept: $tmp"; else rm -rf "$tmp"; fi
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $case_name: $*"; exit 1; }
+note() { echo "# $*"; }
+show() { echo "--- $(basename "$1"):"; tail -n 60 "$1" 2>/dev/null; echo "---"; }
+say() { ((demo)) && echo "$*"; return 0; }
+
+# --- the rig ----------------------------------------------------------------------------
+cache=${KMODD_VM_CACHE:-/var/cache/kmodd-vm}
+if [[ -z ${KMODD_TEST_IMAGE:-} && -f $cache/env ]]; then
+  # shellcheck source=/dev/null
+  . "$cache/env"
+fi
+[[ -d ${KMODD_TEST_IMAGE:-/nonexistent} ]] \
+  || fail "the real-kernel rig is not set up: run eval \"\$(tools/vm/setup)\" as root (tools/test does)"
+K=$KMODD_VM_KERNEL
+for tool in docker-registry skopeo umoci python3 openssl; do
+  command -v "$tool" >/dev/null || fail "$tool not found: run tools/bootstrap"
+done
+mkdir -p "$tmp/bin"
+for b in kmodd-agent agentctl; do
+  [[ -x $bin/$b ]] || fail "$bin/$b is missing: build first"
+  # Without debug info: the guest's root is a RAM disk.
+  strip --strip-debug -o "$tmp/bin/$b" "$bin/$b" || fail "cannot strip $bin/$b"
+done
+[[ -x $bin/kmodd-controller ]] || fail "$bin/kmodd-controller is missing: build first"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# --- registry and images ----------------------------------------------------------------
+"$root/tools/registry/start" http "$tmp/reg" >"$tmp/reg.out" 2>&1 || { show "$tmp/reg.out"; fail "registry did not start"; }
+# shellcheck source=/dev/null
+. "$tmp/reg/env"
+reg_port=${KMODD_REGISTRY##*:}
+# v1: the test modules and firmware in KMM layout; v2: the same driver, another image.
+mkdir -p "$tmp/v2/opt/lib/modules/$K"
+echo "v2" >"$tmp/v2/opt/lib/modules/$K/BUILD-ID"
+for tag in v1 v2; do
+  layers=(--layer "$KMODD_TEST_IMAGE")
+  [[ $tag == v2 ]] && layers+=(--layer "$tmp/v2")
+  "$root/tools/registry/push-image" "$tmp/reg" "kmodd/kmm-ci:$tag-$K" "${layers[@]}" >"$tmp/push-$tag.out" 2>&1 \
+    || { show "$tmp/push-$tag.out"; fail "cannot push image $tag"; }
+  digest=$(sed -n 's/^KMODD_IMAGE_DIGEST=//p' "$tmp/push-$tag.out")
+  [[ -n $digest ]] || { show "$tmp/push-$tag.out"; fail "no digest for image $tag"; }
+  printf -v "digest_$tag" '%s' "$digest"
+done
+# shellcheck disable=SC2154  # set by printf -v above
+note "images: v1 $digest_v1, v2 $digest_v2"
+
+# --- certificates, Modules, controller --------------------------------------------------
+"$root/tools/pki/make-dev-certs" "$tmp/pki" --node kmodd-vm >"$tmp/pki.out" 2>&1 || { show "$tmp/pki.out"; fail "make-dev-certs failed"; }
+mkdir -p "$tmp/guest/pki"
+cp "$tmp/pki/ca.pem" "$tmp/pki/node-kmodd-vm.pem" "$tmp/pki/node-kmodd-vm.key" "$tmp/guest/pki/"
+mkdir -p "$tmp/modules"
+module_file() {  # module_file TAG: write the demo Module pointing at image TAG
+  sed -e "s|@REGISTRY@|10.0.2.2:$reg_port|" -e "s|@TAG@|$1|" "$root/examples/demo/kmm-ci.yaml" \
+    >"$tmp/kmm-ci.yaml.new" && mv "$tmp/kmm-ci.yaml.new" "$tmp/modules/kmm-ci.yaml"
+}
+module_file v1
+ctl_port=$(free_port)
+start_controller() {
+  "$bin/kmodd-controller" run --modules-dir "$tmp/modules" --listen "127.0.0.1:$ctl_port" \
+    --cert "$tmp/pki/controller.pem" --key "$tmp/pki/controller.key" --ca "$tmp/pki/ca.pem" \
+    --status-file "$tmp/status.yaml" >>"$tmp/controller.log" 2>&1 &
+  controller_pid=$!
+  pids+=("$controller_pid")
+}
+start_controller
+
+# --- the director: the step the guest should take next ----------------------------------
+mkdir -p "$tmp/director/ack"
+echo start >"$tmp/director/step"
+dir_port=$(free_port)
+python3 -m http.server "$dir_port" --bind 127.0.0.1 --directory "$tmp/director" >"$tmp/director.log" 2>&1 &
+pids+=($!)
+step() { echo "$1" >"$tmp/director/step.new" && mv "$tmp/director/step.new" "$tmp/director/step"; }
+wait_ack() {  # wait_ack STEP SECONDS
+  local i
+  for ((i = 0; i < $2 * 10; i++)); do
+    grep -q "GET /ack/$1 " "$tmp/director.log" && return 0
+    kill -0 "$vm_pid" 2>/dev/null || { show "$tmp/vm1.err"; fail "the VM stopped before acking $1"; }
+    sleep 0.1
+  done
+  fail "the guest did not finish step $1 within $2 s"
+}
+
+# Module status as the controller reports it: "PHASE DIGEST" for the node, or "absent".
+node_status() {
+  "$bin/kmodd-controller" status --status-file "$tmp/status.yaml" -o json 2>/dev/null | python3 -c '
+import json, sys
+try:
+    doc = json.load(sys.stdin)
+except ValueError:
+    print("unreadable"); sys.exit()
+for m in doc.get("modules", []):
+    if m.get("namespace") == "kmm-demo" and m.get("name") == "kmm-ci":
+        for n in (m.get("status") or {}).get("nodes") or []:
+            if n.get("node") == "kmodd-vm":
+                print(n.get("phase", ""), n.get("imageDigest", "")); sys.exit()
+print("absent")'
+}
+wait_status() {  # wait_status WANT SECONDS: until node_status prints WANT (a prefix)
+  local i got=""
+  for ((i = 0; i < $2 * 10; i++)); do
+    got=$(node_status)
+    [[ $got == "$1"* ]] && return 0
+    kill -0 "$vm_pid" 2>/dev/null || { show "$tmp/vm1.err"; fail "the VM stopped while waiting for status $1"; }
+    sleep 0.1
+  done
+  show "$tmp/controller.log"
+  show "$tmp/status.yaml"
+  fail "controller status for kmodd-vm is \"$got\" after $2 s, want \"$1\""
+}
+
+# --- the guest ---------------------------------------------------------------------------
+cat >"$tmp/guest/agent.sh" <<EOF
+mkdir -p /var/lib/kmodd
+/usr/bin/kmodd-agent run --node-name kmodd-vm --controller 10.0.2.2:$ctl_port \\
+  --cert /etc/kmodd/node-kmodd-vm.pem --key /etc/kmodd/node-kmodd-vm.key --ca /etc/kmodd/ca.pem \\
+  --state-dir /var/lib/kmodd --firmware-dir /var/lib/kmodd/firmware --firmware-class-path \\
+  --label kmodd.io/demo=true \\
+  --metrics 127.0.0.1:9464 >>/var/lib/kmodd/agent.log 2>&1 &
+echo \$! >/run/agent.pid
+EOF
+cat >"$tmp/guest/lib.sh" <<EOF
+director=http://10.0.2.2:$dir_port
+EOF
+cat >>"$tmp/guest/lib.sh" <<'EOF'
+current() { wget -q -O - "$director/step" 2>/dev/null; }
+wait_step() {  # wait_step STEP: until the host says so (5 minutes at most)
+  i=0
+  while [ "$(current)" != "$1" ]; do
+    i=$((i + 1)); [ $i -lt 3000 ] || { echo "timeout waiting for step $1"; return 1; }
+    usleep 100000
+  done
+}
+ack() { wget -q -O /dev/null "$director/ack/$1" 2>/dev/null; true; }
+section() { echo "=== $1"; }
+loaded() { grep -q "^kmm_ci_fw " /proc/modules; }
+wait_unloaded() {
+  i=0
+  while loaded; do i=$((i + 1)); [ $i -lt 300 ] || return 1; usleep 100000; done
+}
+stop_agent() {  # SIGTERM, and wait: the state disk is unmounted after the script
+  kill "$(cat /run/agent.pid)"
+  i=0; while kill -0 "$(cat /run/agent.pid)" 2>/dev/null && [ $i -lt 100 ]; do usleep 100000; i=$((i + 1)); done
+}
+wait_loaded() {
+  i=0
+  while ! loaded; do i=$((i + 1)); [ $i -lt "${1:-600}" ] || return 1; usleep 100000; done
+}
+EOF
+cat >"$tmp/guest/boot1.sh" <<'EOF'
+. /kmodd-test/lib.sh
+sh /kmodd-test/agent.sh
+wait_step loaded || exit 1
+section loaded.status; agentctl status
+section loaded.modules; grep "^kmm_ci_fw " /proc/modules
+section loaded.firmware; find /var/lib/kmodd/firmware -path '*kmm_ci_fw/fw.bin'
+section loaded.fwpath; cat /sys/module/firmware_class/parameters/path
+ack loaded
+[ -f /kmodd-test/demo ] && { stop_agent; exit 0; }
+wait_step changed || exit 1
+section changed.status; agentctl status
+section changed.modules; grep "^kmm_ci_fw " /proc/modules
+ack changed
+wait_step deleted || exit 1
+wait_unloaded && echo unloaded
+section deleted.modules; grep "^kmm_ci_fw " /proc/modules
+section deleted.firmware; find /var/lib/kmodd/firmware -path '*kmm_ci_fw/fw.bin'
+section deleted.status; agentctl status
+ack deleted
+wait_step stopped || exit 1
+sleep 5
+section stopped.modules; grep "^kmm_ci_fw " /proc/modules
+section stopped.status; agentctl status
+ack stopped
+stop_agent
+section boot1.log; cat /var/lib/kmodd/agent.log
+EOF
+cat >"$tmp/guest/boot2.sh" <<'EOF'
+. /kmodd-test/lib.sh
+sh /kmodd-test/agent.sh
+wait_loaded 900 && echo reloaded
+section reboot.modules; grep "^kmm_ci_fw " /proc/modules
+section reboot.firmware; find /var/lib/kmodd/firmware -path '*kmm_ci_fw/fw.bin'
+section reboot.status; agentctl status
+stop_agent
+section boot2.log; cat /var/lib/kmodd/agent.log
+EOF
+((demo)) && touch "$tmp/guest/demo"
+cp "$tmp/pki/ca.pem" "$tmp/guest/pki/"
+
+boot() {  # boot N: runs bootN.sh in the guest, in the background (vm_pid)
+  "$root/tools/vm/run" --net --state "$tmp/state.img" --timeout 600 --mem 768M \
+    --bin "$tmp/bin/kmodd-agent:/usr/bin/kmodd-agent" --bin "$tmp/bin/agentctl:/usr/bin/agentctl" \
+    --tree "$tmp/guest:/kmodd-test" --tree "$tmp/guest/pki:/etc/kmodd" \
+    --dmesg "$tmp/dmesg$1" -- sh "/kmodd-test/boot$1.sh" >"$tmp/vm$1.out" 2>"$tmp/vm$1.err" &
+  vm_pid=$!
+  pids+=("$vm_pid")
+}
+sec() {  # sec FILE NAME: the lines of section NAME in the guest's output FILE
+  awk -v s="=== $2" '$0 == s {on = 1; next} /^=== / {on = 0} on' "$1"
+}
+
+# --- step 1: Loaded ------------------------------------------------------------------------
+boot 1
+wait_status "Loaded $digest_v1" 240
+step loaded
+wait_ack loaded 60
+if ((demo)); then
+  "$bin/kmodd-controller" status --status-file "$tmp/status.yaml" >"$tmp/ctl-status.txt" 2>&1
+  "$bin/kmodd-controller" status --status-file "$tmp/status.yaml" --nodes >>"$tmp/ctl-status.txt" 2>&1
+  wait "$vm_pid"
+  echo "\$ agentctl status            # on the node (in the VM)"
+  sec "$tmp/vm1.out" loaded.status
+  echo "\$ grep kmm_ci_fw /proc/modules"
+  sec "$tmp/vm1.out" loaded.modules
+  echo
+  echo "\$ kmodd-controller status; kmodd-controller status --nodes   # on the host"
+  cat "$tmp/ctl-status.txt"
+  [[ -n $(sec "$tmp/vm1.out" loaded.modules) ]] || fail "kmm_ci_fw is not in the VM's /proc/modules"
+  exit 0
+fi
+
+# --- step 2: a new image -------------------------------------------------------------------
+module_file v2
+wait_status "Loaded $digest_v2" 120
+step changed
+wait_ack changed 60
+
+# --- step 3: the Module deleted ------------------------------------------------------------
+rm "$tmp/modules/kmm-ci.yaml"
+wait_status absent 120
+step deleted
+wait_ack deleted 60
+
+# --- step 4: the controller away -------------------------------------------------------------
+module_file v1
+wait_status "Loaded $digest_v1" 120
+{ kill -9 "$controller_pid"; wait "$controller_pid"; } 2>/dev/null
+step stopped
+wait_ack stopped 60
+wait "$vm_pid"
+vm_rc=$?
+
+# --- step 5: reboot without controller or registry -------------------------------------------
+"$root/tools/registry/stop" "$tmp/reg" >/dev/null 2>&1
+boot 2
+wait "$vm_pid"
+vm2_rc=$?
+
+# --- the checks ------------------------------------------------------------------------------
+out1=$tmp/vm1.out
+out2=$tmp/vm2.out
+[[ $vm_rc == 0 ]] || { show "$out1"; show "$tmp/vm1.err"; fail "first boot: guest script exit $vm_rc"; }
+[[ $vm2_rc == 0 ]] || { show "$out2"; show "$tmp/vm2.err"; fail "second boot: guest script exit $vm2_rc"; }
+expect_sec() {  # expect_sec FILE SECTION TEXT
+  sec "$1" "$2" | grep -qF -- "$3" || { show "$1"; fail "section $2: missing \"$3\""; }
+}
+expect_sec_empty() {  # expect_sec_empty FILE SECTION
+  [[ -z $(sec "$1" "$2") ]] || { show "$1"; fail "section $2 should be empty"; }
+}
+# 1. Loaded, firmware staged and loaded by the module.
+expect_sec "$out1" loaded.modules "kmm_ci_fw "
+expect_sec "$out1" loaded.firmware "kmm_ci_fw/fw.bin"
+expect_sec "$out1" loaded.status "kmm-demo/kmm-ci"
+expect_sec "$out1" loaded.status "Loaded"
+grep -q "kmm_ci_fw: firmware kmm_ci_fw/fw.bin loaded" "$tmp/dmesg1" || { show "$tmp/dmesg1"; fail "the module did not get its firmware"; }
+# 2. Reloaded from v2.
+expect_sec "$out1" changed.modules "kmm_ci_fw "
+expect_sec "$out1" changed.status "${digest_v2:7:12}"  # agentctl shows 12 hex
+# 3. Deleted: unloaded, firmware gone.
+grep -qx unloaded "$out1" || { show "$out1"; fail "kmm_ci_fw was not unloaded after the Module was deleted"; }
+expect_sec_empty "$out1" deleted.modules
+expect_sec_empty "$out1" deleted.firmware
+# 4. Controller away: still loaded.
+expect_sec "$out1" stopped.modules "kmm_ci_fw "
+# 5. Reboot, nothing on the host: back from journal and cache.
+grep -qx reloaded "$out2" || { show "$out2"; fail "kmm_ci_fw did not come back after the reboot"; }
+expect_sec "$out2" reboot.modules "kmm_ci_fw "
+expect_sec "$out2" reboot.firmware "kmm_ci_fw/fw.bin"
+echo "PASS: $case_name"
