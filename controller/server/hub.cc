@@ -166,7 +166,16 @@ absl::Status Hub::Report(AgentStream* stream, const v1::NodeReport& report) {
     }
   }
   // Every report, ACKs included, carries the agent's full observed state.
-  e.record.modules = ReportedFromProto(report.modules());
+  std::vector<ReportedModule> modules = ReportedFromProto(report.modules());
+  for (const ReportedModule& m : modules) {
+    auto before = std::find_if(e.record.modules.begin(), e.record.modules.end(),
+                               [&](const ReportedModule& o) { return o.key == m.key; });
+    if (before == e.record.modules.end() || before->phase != m.phase) {
+      // Debug: the timeline of one module on one node (benchmarks read it).
+      log_.Debug("module phase", {{"node", name}, {"module", m.key}, {"phase", m.phase}});
+    }
+  }
+  e.record.modules = std::move(modules);
   if (!report.applied_version().empty()) {
     e.record.applied_version = report.applied_version();
   }

@@ -43,7 +43,7 @@ class ModuleSource {
 class DirSource : public ModuleSource {
  public:
   DirSource(std::string dir, Logger& log,
-            std::chrono::milliseconds debounce = std::chrono::milliseconds(50));
+            std::chrono::milliseconds debounce = std::chrono::milliseconds(10));
   ~DirSource() override;
   DirSource(const DirSource&) = delete;
   DirSource& operator=(const DirSource&) = delete;

@@ -3,7 +3,7 @@
 # image (built from tools/test-modules), kmodd-controller in standalone mode on a directory
 # of Modules, and kmodd-agent inside the qemu real-kernel VM, connected over mTLS.
 #
-# usage: system_test.sh BIN_DIR REPO_ROOT [--demo]
+# usage: system_test.sh BIN_DIR REPO_ROOT [--demo | --bench N]
 #
 # The full run (a ctest test, label e2e) proves, against the real kernel:
 #   1. the Module is Loaded on the node (controller status, agentctl status, /proc/modules,
@@ -14,6 +14,8 @@
 #   5. reboot the VM with neither controller nor registry running: the module is back,
 #      from the agent's journal and image cache.
 # --demo stops after step 1 and prints what a person would look at (tools/demo).
+# --bench N (tools/bench/module_to_loaded) times, N times, a Module file written to "Loaded"
+# at the controller with the image cached, beside the kernel's own load time.
 #
 # The host drives; the guest follows. The guest reads the current step from a small HTTP
 # server on the host (python3 -m http.server, at 10.0.2.2 from the guest) and says it is done
@@ -22,7 +24,9 @@ set -uo pipefail
 bin="$1"
 root="$2"
 demo=0
+bench=0
 [[ ${3:-} == --demo ]] && demo=1
+[[ ${3:-} == --bench ]] && bench=${4:?--bench needs a count}
 case_name=system
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/kmodd-system.XXXXXX")
 pids=()
@@ -93,7 +97,7 @@ ctl_port=$(free_port)
 start_controller() {
   "$bin/kmodd-controller" run --modules-dir "$tmp/modules" --listen "127.0.0.1:$ctl_port" \
     --cert "$tmp/pki/controller.pem" --key "$tmp/pki/controller.key" --ca "$tmp/pki/ca.pem" \
-    --status-file "$tmp/status.yaml" >>"$tmp/controller.log" 2>&1 &
+    --status-file "$tmp/status.yaml" $( ((bench)) && echo --log-level debug) >>"$tmp/controller.log" 2>&1 &
   controller_pid=$!
   pids+=("$controller_pid")
 }
@@ -192,6 +196,7 @@ section loaded.firmware; find /var/lib/kmodd/firmware -path '*kmm_ci_fw/fw.bin'
 section loaded.fwpath; cat /sys/module/firmware_class/parameters/path
 ack loaded
 [ -f /kmodd-test/demo ] && { stop_agent; exit 0; }
+[ -f /kmodd-test/bench ] && { wait_step done; stop_agent; section boot1.log; cat /var/lib/kmodd/agent.log; exit 0; }
 wait_step changed || exit 1
 section changed.status; agentctl status
 section changed.modules; grep "^kmm_ci_fw " /proc/modules
@@ -221,6 +226,7 @@ stop_agent
 section boot2.log; cat /var/lib/kmodd/agent.log
 EOF
 ((demo)) && touch "$tmp/guest/demo"
+((bench)) && touch "$tmp/guest/bench"
 cp "$tmp/pki/ca.pem" "$tmp/guest/pki/"
 
 boot() {  # boot N: runs bootN.sh in the guest, in the background (vm_pid)
@@ -252,6 +258,53 @@ if ((demo)); then
   echo "\$ kmodd-controller status; kmodd-controller status --nodes   # on the host"
   cat "$tmp/ctl-status.txt"
   [[ -n $(sec "$tmp/vm1.out" loaded.modules) ]] || fail "kmm_ci_fw is not in the VM's /proc/modules"
+  exit 0
+fi
+
+if ((bench)); then
+  : >"$tmp/t0"
+  for ((i = 0; i < bench; i++)); do
+    rm "$tmp/modules/kmm-ci.yaml"
+    wait_status absent 120
+    sleep 0.3  # let the unload's reports settle
+    date +%s%3N >>"$tmp/t0"
+    module_file v1
+    wait_status "Loaded" 120
+  done
+  step done
+  wait "$vm_pid"
+  python3 - "$tmp/t0" "$tmp/controller.log" "$tmp/vm1.out" <<'PY'
+import json, statistics, sys
+from datetime import datetime, timezone
+t0 = [int(x) for x in open(sys.argv[1]).read().split()]
+def ms(ts):
+    return int(datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp() * 1000)
+loaded = []
+for line in open(sys.argv[2]):
+    try:
+        j = json.loads(line)
+    except ValueError:
+        continue
+    if j.get("msg") == "module phase" and j.get("phase") == "Loaded" and j.get("node") == "kmodd-vm":
+        loaded.append(ms(j["ts"]))
+kernel = []
+for line in open(sys.argv[3]):
+    try:
+        j = json.loads(line)
+    except ValueError:
+        continue
+    if j.get("msg") == "module loaded":
+        kernel.append(j["ms"])
+kernel = kernel[-len(t0):]  # the first load is the initial one
+rows = []
+for i, t in enumerate(t0):
+    total = min(x for x in loaded if x >= t) - t
+    rows.append((total, kernel[i], total - kernel[i]))
+print("run  file->Loaded ms  agent load ms  overhead ms")
+for i, (a, b, c) in enumerate(rows):
+    print(f"{i + 1:3}  {a:15}  {b:13}  {c:11}")
+print(f"median  {statistics.median(r[0] for r in rows):10}  {statistics.median(r[1] for r in rows):13}  {statistics.median(r[2] for r in rows):11}")
+PY
   exit 0
 fi
 
