@@ -1,0 +1,350 @@
+#!/usr/bin/python3
+"""Writes kmm.sigs.x-k8s.io_modules.yaml: the Module CRD, from the types kmodd decodes.
+
+The schema mirrors controller/api/module.h field for field (KMM's v1beta1 names), so that
+the API server keeps every field kmodd reads. It is structural: every node has a type,
+except the Kubernetes sub-objects that kmodd carries without interpreting (env valueFrom,
+container resources, volume sources other than hostPath, DRA selectors and config), which
+keep whatever they hold (x-kubernetes-preserve-unknown-fields). Semantic rules (a mapping
+sets exactly one of regexp and literal, images carry a tag, ...) are the admission
+webhook's job, as in KMM: the schema checks shapes only, so it never refuses what the
+decoder accepts.
+
+usage: deploy/crd/generate.py [--check]   (--check: exit 1 if the committed file differs)
+Needs PyYAML (Debian's python3-yaml).
+"""
+import os
+import sys
+
+import yaml
+
+
+def string(desc=None):
+    s = {"type": "string"}
+    if desc:
+        s["description"] = desc
+    return s
+
+
+def boolean(desc=None):
+    s = {"type": "boolean"}
+    if desc:
+        s["description"] = desc
+    return s
+
+
+def integer(fmt="int32", desc=None):
+    s = {"type": "integer", "format": fmt}
+    if desc:
+        s["description"] = desc
+    return s
+
+
+def strings(desc=None):
+    s = {"type": "array", "items": {"type": "string"}}
+    if desc:
+        s["description"] = desc
+    return s
+
+
+def obj(props, desc=None, required=None, preserve=False):
+    s = {"type": "object"}
+    if desc:
+        s["description"] = desc
+    s["properties"] = props
+    if required:
+        s["required"] = required
+    if preserve:
+        s["x-kubernetes-preserve-unknown-fields"] = True
+    return s
+
+
+def array(items, desc=None):
+    s = {"type": "array", "items": items}
+    if desc:
+        s["description"] = desc
+    return s
+
+
+def string_map(desc):
+    return {"type": "object", "description": desc, "additionalProperties": {"type": "string"}}
+
+
+def opaque_object(desc):
+    return {"type": "object", "description": desc, "x-kubernetes-preserve-unknown-fields": True}
+
+
+def anything(desc):
+    # No type: any JSON value is kept as it is (allowed with preserve-unknown-fields).
+    return {"description": desc, "x-kubernetes-preserve-unknown-fields": True}
+
+
+def local_ref(desc):
+    return obj({"name": string("Name of the object in the Module's namespace.")}, desc)
+
+
+def tls(desc):
+    return obj({
+        "insecure": boolean("Plain HTTP to the registry."),
+        "insecureSkipTLSVerify": boolean("HTTPS without verifying the registry's certificate."),
+    }, desc)
+
+
+def build():
+    return obj({
+        "buildArgs": array(obj({"name": string(), "value": string()}, required=["name", "value"]),
+                           "Build arguments."),
+        "dockerfileConfigMap": local_ref("ConfigMap holding the Dockerfile."),
+        "baseImageRegistryTLS": tls("TLS options for the base image's registry."),
+        "secrets": array(local_ref(None), "Secrets made available to the build."),
+        "kanikoParams": obj({"tag": string("Kaniko image tag.")}, "Kaniko options."),
+        "selector": string_map("Node labels for the build pod."),
+    }, "In-cluster build options. Decoded and validated; kmodd does not build in the cluster.")
+
+
+def sign():
+    return obj({
+        "unsignedImage": string("Image holding the unsigned modules."),
+        "unsignedImageRegistryTLS": tls("TLS options for the unsigned image's registry."),
+        "keySecret": local_ref("Secret with the private signing key."),
+        "certSecret": local_ref("Secret with the public certificate."),
+        "filesToSign": strings("Module files to sign, under dirName."),
+    }, "In-cluster signing options. Decoded and validated; kmodd does not sign in the cluster.")
+
+
+def modprobe_args(desc):
+    return obj({"load": strings("Arguments when loading."), "unload": strings("Arguments when unloading.")}, desc)
+
+
+IN_TREE_ONE = string("Deprecated: one in-tree module to remove (use inTreeModulesToRemove).")
+IN_TREE_LIST = strings("In-tree modules to remove before loading. An empty list is kept as empty.")
+
+
+def kernel_mapping():
+    return obj({
+        "regexp": string("RE2 (Go regexp) pattern searched in the kernel version; exactly one of regexp and literal."),
+        "literal": string("Exact kernel version; exactly one of regexp and literal."),
+        "containerImage": string("Driver image for the matched kernels; falls back to the container's."),
+        "registryTLS": tls("TLS options for this mapping's registry; falls back to the container's."),
+        "inTreeModuleToRemove": IN_TREE_ONE,
+        "inTreeModulesToRemove": IN_TREE_LIST,
+        "build": build(),
+        "sign": sign(),
+    })
+
+
+def modprobe():
+    return obj({
+        "moduleName": string("The kernel module to load."),
+        "parameters": strings("Module parameters, name=value."),
+        "dirName": string("Root of the driver tree in the image (default /opt)."),
+        "args": modprobe_args("Extra modprobe arguments."),
+        "rawArgs": modprobe_args("A full modprobe command line, only without moduleName."),
+        "firmwarePath": string("Firmware directory in the image."),
+        "modulesLoadingOrder": strings("Modules loaded last to first; the first is moduleName."),
+    }, "How the module is loaded.")
+
+
+def module_loader_container():
+    return obj({
+        "modprobe": modprobe(),
+        "kernelMappings": array(kernel_mapping(), "Kernel version to image; the first match wins."),
+        "containerImage": string("Default image for mappings that set none."),
+        "imagePullPolicy": string("Always, IfNotPresent (default) or Never."),
+        "version": string("Enables ordered upgrades through the version-module node label."),
+        "registryTLS": tls("Default TLS options for the mappings' registries."),
+        "inTreeModuleToRemove": IN_TREE_ONE,
+        "inTreeModulesToRemove": IN_TREE_LIST,
+        "build": build(),
+        "sign": sign(),
+    }, "The module loader: what to load, from which image, for which kernel.")
+
+
+def common_container():
+    return obj({
+        "image": string(),
+        "imagePullPolicy": string(),
+        "command": strings(),
+        "args": strings(),
+        "env": array(obj({
+            "name": string(),
+            "value": string(),
+            "valueFrom": opaque_object("A Kubernetes EnvVarSource, kept as is."),
+        }, required=["name"])),
+        "resources": opaque_object("Kubernetes ResourceRequirements, kept as is."),
+        "volumeMounts": array(obj({
+            "name": string(),
+            "mountPath": string(),
+            "readOnly": boolean(),
+            "recursiveReadOnly": string(),
+            "subPath": string(),
+            "subPathExpr": string(),
+            "mountPropagation": string(),
+        }, required=["name", "mountPath"])),
+    }, "A container of the DaemonSet kmodd passes through.")
+
+
+def volumes():
+    return array(obj({
+        "name": string(),
+        "hostPath": obj({"path": string(), "type": string()}, required=["path"]),
+    }, "A Kubernetes Volume; sources other than hostPath are kept as is.",
+        required=["name"], preserve=True))
+
+
+def workload(extra=None):
+    props = {
+        "container": common_container(),
+        "initContainer": common_container(),
+        "serviceAccountName": string(),
+        "volumes": volumes(),
+        "automountServiceAccountToken": boolean(),
+    }
+    props.update(extra or {})
+    return props
+
+
+def counters(desc):
+    return obj({
+        "nodesMatchingSelectorNumber": integer(desc="Nodes whose labels match the selector."),
+        "desiredNumber": integer(desc="Nodes planned to run it (a kernel mapping matched, the version label allows it)."),
+        "availableNumber": integer(desc="Planned nodes whose agent reports it loaded."),
+    }, desc)
+
+
+def schema():
+    spec = obj({
+        "selector": string_map("Node labels that must all be equal."),
+        "tolerations": array(obj({
+            "key": string(),
+            "operator": string(),
+            "value": string(),
+            "effect": string(),
+            "tolerationSeconds": integer("int64"),
+        })),
+        "imageRepoSecret": local_ref("Pull secret for the driver images."),
+        "imageRebuildTriggerGeneration": integer("int64", "Kept; kmodd has no in-cluster build."),
+        "moduleLoader": obj({
+            "container": module_loader_container(),
+            "serviceAccountName": string(),
+        }),
+        "devicePlugin": obj(workload(), "A device plugin DaemonSet (decoded and validated)."),
+        "dra": obj(workload({
+            "driverName": string("A DNS subdomain."),
+            "deviceClasses": array(obj({
+                "name": string(),
+                "selectors": anything("Kubernetes DeviceSelectors, kept as is."),
+                "config": anything("Device configuration, kept as is."),
+            }, required=["name"])),
+        }), "A DRA driver DaemonSet (decoded and validated)."),
+    }, "What to load where (KMM v1beta1 ModuleSpec).")
+
+    status = obj({
+        "moduleLoader": counters("The module loader's node counters."),
+        "devicePlugin": counters("The device plugin's node counters."),
+        "dra": counters("The DRA driver's node counters."),
+        "imageRebuildTriggerGeneration": integer("int64"),
+        "conditions": {
+            "type": "array",
+            "description": "Available (every planned node has it loaded) and Degraded (a planned node failed).",
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["type"],
+            "items": obj({
+                "type": string(),
+                "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+                "reason": string(),
+                "message": string(),
+                "observedGeneration": integer("int64"),
+                "lastTransitionTime": {"type": "string", "format": "date-time"},
+            }, required=["type", "status"]),
+        },
+        "nodes": {
+            "type": "array",
+            "description": "kmodd: one row per node the selector matches.",
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["node"],
+            "items": obj({
+                "node": string(),
+                "phase": string("Pending, Pulling, Loading, Loaded, Unloading, Failed, Skipped or Unknown."),
+                "message": string(),
+                "version": string(),
+                "imageDigest": string(),
+                "since": {"type": "string", "format": "date-time"},
+            }, required=["node"]),
+        },
+    }, "Observed state, written by the controller.")
+
+    return obj({
+        "apiVersion": string(),
+        "kind": string(),
+        "metadata": {"type": "object"},
+        "spec": spec,
+        "status": status,
+    }, "A kernel module to load on the nodes that match, KMM's Module.")
+
+
+def crd():
+    columns = [
+        ("Module", ".spec.moduleLoader.container.modprobe.moduleName", "string", 0),
+        ("Version", ".spec.moduleLoader.container.version", "string", 1),
+        ("Matching", ".status.moduleLoader.nodesMatchingSelectorNumber", "integer", 1),
+        ("Desired", ".status.moduleLoader.desiredNumber", "integer", 0),
+        ("Available", ".status.moduleLoader.availableNumber", "integer", 0),
+        ("Degraded", '.status.conditions[?(@.type=="Degraded")].status', "string", 0),
+        ("Age", ".metadata.creationTimestamp", "date", 0),
+    ]
+    printer = []
+    for name, path, typ, prio in columns:
+        c = {"name": name, "type": typ, "jsonPath": path}
+        if prio:
+            c["priority"] = prio
+        printer.append(c)
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": "modules.kmm.sigs.x-k8s.io",
+            "labels": {"app.kubernetes.io/name": "kmodd", "app.kubernetes.io/component": "crd"},
+        },
+        "spec": {
+            "group": "kmm.sigs.x-k8s.io",
+            "scope": "Namespaced",
+            "names": {"plural": "modules", "singular": "module", "kind": "Module", "listKind": "ModuleList"},
+            "versions": [{
+                "name": "v1beta1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "additionalPrinterColumns": printer,
+                "schema": {"openAPIV3Schema": schema()},
+            }],
+        },
+    }
+
+
+HEADER = """\
+# The Module CRD (kmm.sigs.x-k8s.io/v1beta1), as kmodd reads it.
+# Generated by deploy/crd/generate.py from the types in controller/api/module.h: edit that
+# script, not this file (the deploy test checks that they agree).
+"""
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.path.join(here, "kmm.sigs.x-k8s.io_modules.yaml")
+    text = HEADER + yaml.safe_dump(crd(), sort_keys=False, width=100, default_flow_style=False)
+    if sys.argv[1:] == ["--check"]:
+        with open(path) as f:
+            if f.read() != text:
+                print(f"{path} is out of date: run deploy/crd/generate.py", file=sys.stderr)
+                sys.exit(1)
+        return
+    if sys.argv[1:]:
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+    with open(path, "w") as f:
+        f.write(text)
+
+
+if __name__ == "__main__":
+    main()
