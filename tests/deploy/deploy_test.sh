@@ -1,0 +1,295 @@
+#!/usr/bin/env bash
+# deploy/ against the real thing: images built with buildah and pushed to a real registry,
+# manifests applied to a real kube-apiserver (tools/kube), then uninstalled.
+#
+# usage: tests/deploy/deploy_test.sh BIN_DIR SOURCE_DIR
+#
+# There are no nodes and no kubelet: nothing runs. What is checked is what the API server
+# decides: every object of deploy/ is accepted (RBAC, PDB, DaemonSet, Deployment, the
+# admission policy, the webhook configuration), the CRD is Established and takes every
+# example Module with strict field validation and without pruning a field, the status
+# subresource and printer columns work, the admission policy confines the controller's
+# writes, the webhook configuration fails closed while no controller serves it, and the
+# uninstall leaves nothing. Fails (never skips) when buildah, the registry or the API
+# server harness is missing.
+set -euo pipefail
+
+bin=$(cd "$1" && pwd)
+src=$(cd "$2" && pwd)
+py=/usr/bin/python3
+kube="$py $src/tests/deploy/kube.py"
+work=$(mktemp -d /tmp/kmodd-deploy-test.XXXXXX)
+step() { echo "== $*"; }
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+cleanup() {
+  [ -f "$work/kube/env" ] && "$src/tools/kube/stop" "$work/kube" >/dev/null 2>&1 || true
+  [ -f "$work/reg/env" ] && "$src/tools/registry/stop" "$work/reg" >/dev/null 2>&1 || true
+  if [ -n "${KEEP:-}" ]; then echo "kept $work"; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+
+command -v buildah >/dev/null || fail "buildah is missing (tools/bootstrap installs it)"
+$py -c 'import yaml' || fail "python3-yaml is missing (tools/bootstrap installs it)"
+[ -x "$src/tools/kube/start" ] || fail "tools/kube/start is missing"
+[ -x "$bin/kmodd-agent" ] && [ -x "$bin/kmodd-controller" ] || fail "no kmodd binaries in $bin"
+
+step "the CRD file is what deploy/crd/generate.py writes"
+$py "$src/deploy/crd/generate.py" --check
+
+step "registry and API server"
+"$src/tools/registry/start" http "$work/reg" >/dev/null || fail "tools/registry/start failed"
+source "$work/reg/env"
+if ! eval "$("$src/tools/kube/setup" 2>"$work/kube-setup.log")"; then
+  cat "$work/kube-setup.log" >&2; fail "tools/kube/setup failed"
+fi
+export KMODD_KUBE_APISERVER KMODD_KUBE_ETCD
+"$src/tools/kube/start" "$work/kube" >/dev/null 2>"$work/kube-start.log" \
+  || { cat "$work/kube-start.log" >&2; fail "tools/kube/start failed"; }
+set -a; source "$work/kube/env"; set +a
+
+step "images: build and push"
+t0=$EPOCHREALTIME
+"$src/tools/images/build" --bin "$bin" --work "$work/images" "$KMODD_REGISTRY" >"$work/images.env" \
+  || fail "tools/images/build failed"
+t1=$EPOCHREALTIME
+cat "$work/images.env"
+source "$work/images.env"
+awk "BEGIN {printf \"images built and pushed in %.1f s\n\", $t1 - $t0}"
+for v in KMODD_AGENT_IMAGE KMODD_CONTROLLER_IMAGE; do
+  [[ ${!v} == "$KMODD_REGISTRY"/kmodd/*@sha256:* ]] || fail "$v=${!v} is not a digest reference"
+done
+for v in KMODD_AGENT_IMAGE_SIZE KMODD_CONTROLLER_IMAGE_SIZE; do
+  [ "${!v}" -lt $((40 * 1024 * 1024)) ] || fail "$v=${!v}: larger than 40 MiB compressed"
+done
+
+step "images: pulled back by digest, they run (chroot isolation, no daemon)"
+s=(--storage-driver vfs --root "$work/pull/storage" --runroot "$work/pull/run")
+ctr=$(buildah "${s[@]}" from -q --tls-verify=false "$KMODD_CONTROLLER_IMAGE")
+buildah "${s[@]}" copy "$ctr" "$src/examples/modules/single.yaml" /tmp/single.yaml >/dev/null
+buildah "${s[@]}" run --isolation chroot "$ctr" -- /usr/bin/kmodd-controller validate -f /tmp/single.yaml \
+  || fail "the controller image cannot validate a Module"
+user=$(buildah "${s[@]}" inspect --format '{{.OCIv1.Config.User}}' "$KMODD_CONTROLLER_IMAGE")
+[ "$user" = "65532:65532" ] || fail "the controller image runs as '$user', not 65532:65532"
+agt=$(buildah "${s[@]}" from -q --tls-verify=false "$KMODD_AGENT_IMAGE")
+buildah "${s[@]}" run --isolation chroot "$agt" -- /usr/bin/kmodd-agent --help >"$work/agent-help" 2>&1 || true
+grep -q 'run the agent' "$work/agent-help" || { cat "$work/agent-help"; fail "the agent image does not run"; }
+buildah "${s[@]}" rm --all >/dev/null
+
+step "render deploy/base with the digests (an overlay's images:)"
+mkdir -p "$work/overlay"
+cat >"$work/overlay/kustomization.yaml" <<EOF
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - $src/deploy/base
+images:
+  - {name: kmodd/agent, newName: ${KMODD_AGENT_IMAGE%@*}, digest: ${KMODD_AGENT_IMAGE#*@}}
+  - {name: kmodd/controller, newName: ${KMODD_CONTROLLER_IMAGE%@*}, digest: ${KMODD_CONTROLLER_IMAGE#*@}}
+EOF
+$kube render "$work/overlay" >"$work/all.yaml"
+if command -v kubectl >/dev/null; then
+  # When kubectl is there, its kustomize must agree with the test's renderer.
+  cp -r "$src/deploy" "$work/deploy"
+  sed -i "s|  - $src/deploy/base|  - ../deploy/base|" "$work/overlay/kustomization.yaml"
+  kubectl kustomize "$work/overlay" >"$work/all-kubectl.yaml"
+  $py - "$work/all.yaml" "$work/all-kubectl.yaml" <<'EOF'
+import sys, yaml
+key = lambda o: (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"])
+a, b = ({key(o): o for o in yaml.safe_load_all(open(p)) if o} for p in sys.argv[1:3])
+assert a == b, "kubectl kustomize and tests/deploy/kube.py render differ"
+print(f"kubectl kustomize agrees ({len(a)} objects)")
+EOF
+fi
+grep -q "image: $KMODD_AGENT_IMAGE" "$work/all.yaml" || fail "agent image not set by digest"
+grep -q "image: $KMODD_CONTROLLER_IMAGE" "$work/all.yaml" || fail "controller image not set by digest"
+# The webhook configuration goes last: with failurePolicy Fail and no controller running
+# (no kubelet here), it refuses every Module write, as it must.
+$py - "$work/all.yaml" "$work/install.yaml" "$work/webhook.yaml" <<'EOF'
+import sys, yaml
+objs = [o for o in yaml.safe_load_all(open(sys.argv[1])) if o]
+hook = [o for o in objs if o["kind"] == "ValidatingWebhookConfiguration"]
+rest = [o for o in objs if o["kind"] != "ValidatingWebhookConfiguration"]
+assert len(hook) == 1
+yaml.safe_dump_all(rest, open(sys.argv[2], "w"), sort_keys=False)
+yaml.safe_dump_all(hook, open(sys.argv[3], "w"), sort_keys=False)
+EOF
+
+step "install: every object accepted (strict field validation)"
+$kube apply "$work/install.yaml"
+$kube exists "$work/install.yaml"
+
+step "the CRD is Established"
+for _ in $(seq 50); do
+  $kube get /apis/apiextensions.k8s.io/v1/customresourcedefinitions/modules.kmm.sigs.x-k8s.io \
+    | $py -c 'import json,sys; c={x["type"]:x["status"] for x in json.load(sys.stdin)["status"].get("conditions",[])}; sys.exit(0 if c.get("Established")=="True" else 1)' \
+    && break
+  sleep 0.2
+done || fail "CRD not Established"
+
+step "every example Module is accepted, with nothing pruned"
+: >"$work/examples.yaml"
+for f in "$src"/examples/modules/*.yaml; do echo '---' >>"$work/examples.yaml"; cat "$f" >>"$work/examples.yaml"; done
+$py - "$work/examples.yaml" "$work/namespaces.yaml" <<'EOF'
+import sys, yaml
+ns = sorted({o["metadata"].get("namespace", "default") for o in yaml.safe_load_all(open(sys.argv[1])) if o})
+yaml.safe_dump_all([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in ns],
+                   open(sys.argv[2], "w"))
+EOF
+$kube apply "$work/namespaces.yaml"
+$kube apply "$work/examples.yaml"
+$py - "$work/examples.yaml" <<EOF
+import json, subprocess, sys, yaml
+for o in yaml.safe_load_all(open(sys.argv[1])):
+    if not o:
+        continue
+    m = o["metadata"]
+    got = json.loads(subprocess.check_output(["$py", "$src/tests/deploy/kube.py", "get",
+        f"/apis/kmm.sigs.x-k8s.io/v1beta1/namespaces/{m['namespace']}/modules/{m['name']}"]))
+    assert got["spec"] == o["spec"], f"{m['name']}: the API server changed the spec:\n{got['spec']}\n{o['spec']}"
+    print(f"Module {m['namespace']}/{m['name']}: spec kept as written")
+EOF
+
+step "a schema error is refused with the field's path"
+cat >"$work/bad.yaml" <<'EOF'
+apiVersion: kmm.sigs.x-k8s.io/v1beta1
+kind: Module
+metadata: {name: bad, namespace: kmm-demo}
+spec:
+  selector: {a: b}
+  moduleLoader:
+    container:
+      modprobe: {moduleName: x}
+      kernelMappings:
+        - regexp: ['not', 'a', 'string']
+EOF
+if out=$($kube create-one "$work/bad.yaml"); then fail "a list as regexp was accepted"; fi
+echo "$out" | grep -q 'kernelMappings\[0\].regexp' || fail "refusal does not name the field: $out"
+
+step "status subresource and printer columns, written as the controller"
+ctrl=system:serviceaccount:kmodd-system:kmodd-controller
+mpath=/apis/kmm.sigs.x-k8s.io/v1beta1/namespaces/kmm-demo/modules/kmm-ci-a
+status='{"status":{"moduleLoader":{"nodesMatchingSelectorNumber":3,"desiredNumber":2,"availableNumber":1},"conditions":[{"type":"Available","status":"False","reason":"NodesNotLoaded","message":"1 of 2 nodes have it loaded"},{"type":"Degraded","status":"False","reason":"AsExpected","message":""}],"nodes":[{"node":"worker-1","phase":"Loaded","message":"","imageDigest":"sha256:00","since":"2026-12-01T02:40:01Z"},{"node":"worker-2","phase":"Pending","message":"waiting for the agent'"'"'s report"}]}}'
+r=$($kube request PATCH "$mpath/status" "$status" --as "$ctrl")
+echo "$r" | $py -c 'import json,sys; r=json.load(sys.stdin); assert r["code"]==200, r; s=r["body"]["status"]; assert s["moduleLoader"]["availableNumber"]==1 and len(s["nodes"])==2, s' \
+  || fail "status patch as the controller: $r"
+# A status patch through the main resource does not change status (subresource semantics).
+$kube request PATCH "$mpath" '{"status":{"moduleLoader":{"availableNumber":9}}}' >/dev/null
+$kube get "$mpath" | $py -c 'import json,sys; assert json.load(sys.stdin)["status"]["moduleLoader"]["availableNumber"]==1' \
+  || fail "status changed through the main resource"
+$kube request GET "$mpath" >/dev/null
+table=$(curl -sf --cacert "$KMODD_KUBE_CA" -H "Authorization: Bearer $KMODD_KUBE_TOKEN" \
+  -H 'Accept: application/json;as=Table;v=v1;g=meta.k8s.io' "$KMODD_KUBE_URL$mpath")
+echo "$table" | $py -c '
+import json, sys
+t = json.load(sys.stdin)
+cols = [c["name"] for c in t["columnDefinitions"]]
+row = dict(zip(cols, t["rows"][0]["cells"]))
+print(row)
+assert cols == ["Name", "Module", "Version", "Matching", "Desired", "Available", "Degraded", "Age"], cols
+assert row["Module"] == "kmm_ci_a" and row["Desired"] == 2 and row["Available"] == 1 and row["Degraded"] == "False", row
+' || fail "printer columns"
+
+step "RBAC: the controller can do its job and no more; the agent can do nothing"
+can() { # USER VERB RESOURCE-ATTRS-JSON -> prints true/false
+  $kube request POST /apis/authorization.k8s.io/v1/subjectaccessreviews \
+    "{\"spec\":{\"user\":\"$1\",\"groups\":[\"system:serviceaccounts\",\"system:serviceaccounts:kmodd-system\",\"system:authenticated\"],\"resourceAttributes\":$2}}" \
+    | $py -c 'import json,sys; print(str(json.load(sys.stdin)["body"]["status"]["allowed"]).lower())'
+}
+agent=system:serviceaccount:kmodd-system:kmodd-agent
+check() { # EXPECTED USER ATTRS
+  got=$(can "$2" "$3")
+  [ "$got" = "$1" ] || fail "$2 $3: allowed=$got, expected $1"
+  echo "  $1: ${2##*:} $3"
+}
+check true "$ctrl" '{"verb":"watch","group":"kmm.sigs.x-k8s.io","resource":"modules"}'
+check true "$ctrl" '{"verb":"patch","group":"kmm.sigs.x-k8s.io","resource":"modules","subresource":"status","namespace":"any"}'
+check true "$ctrl" '{"verb":"patch","resource":"nodes","name":"worker-1"}'
+check true "$ctrl" '{"verb":"get","resource":"secrets","namespace":"net-drivers","name":"acme-pull-secret"}'
+check false "$ctrl" '{"verb":"list","resource":"secrets","namespace":"net-drivers"}'
+check false "$ctrl" '{"verb":"delete","group":"kmm.sigs.x-k8s.io","resource":"modules","namespace":"kmm-demo"}'
+check false "$ctrl" '{"verb":"update","group":"kmm.sigs.x-k8s.io","resource":"modules","namespace":"kmm-demo"}'
+check true "$ctrl" '{"verb":"create","group":"authentication.k8s.io","resource":"tokenreviews"}'
+check true "$ctrl" '{"verb":"patch","group":"admissionregistration.k8s.io","resource":"validatingwebhookconfigurations","name":"kmodd-module-validation"}'
+check false "$ctrl" '{"verb":"patch","group":"admissionregistration.k8s.io","resource":"validatingwebhookconfigurations","name":"someone-else"}'
+check true "$ctrl" '{"verb":"update","group":"coordination.k8s.io","resource":"leases","namespace":"kmodd-system","name":"kmodd-controller"}'
+check false "$ctrl" '{"verb":"update","group":"coordination.k8s.io","resource":"leases","namespace":"kube-system","name":"kube-scheduler"}'
+check true "$ctrl" '{"verb":"update","resource":"secrets","namespace":"kmodd-system","name":"kmodd-controller-tls"}'
+check false "$ctrl" '{"verb":"update","resource":"secrets","namespace":"kmodd-system","name":"other"}'
+check false "$ctrl" '{"verb":"create","resource":"pods","namespace":"kmodd-system"}'
+check false "$ctrl" '{"verb":"update","resource":"nodes","subresource":"status","name":"worker-1"}'
+check false "$agent" '{"verb":"get","resource":"nodes","name":"worker-1"}'
+check false "$agent" '{"verb":"get","resource":"secrets","namespace":"kmodd-system","name":"kmodd-controller-tls"}'
+check false "$agent" '{"verb":"get","group":"kmm.sigs.x-k8s.io","resource":"modules","namespace":"kmm-demo"}'
+
+step "the admission policy confines the controller's Node and Module writes"
+cat >"$work/node.yaml" <<'EOF'
+apiVersion: v1
+kind: Node
+metadata:
+  name: worker-1
+  labels: {node-role.kubernetes.io/worker: "", team: a}
+EOF
+$kube apply "$work/node.yaml"
+npath=/api/v1/nodes/worker-1
+expect() { # WANT-CODE DESCRIPTION METHOD PATH BODY
+  r=$($kube request "$3" "$4" "$5" --as "$ctrl")
+  code=$(echo "$r" | $py -c 'import json,sys; print(json.load(sys.stdin)["code"])')
+  [ "$code" = "$1" ] || fail "$2: HTTP $code, expected $1: $r"
+  echo "  $code: $2"
+}
+expect 200 "set the ready label" PATCH $npath '{"metadata":{"labels":{"kmm.node.kubernetes.io/kmm-demo.kmm-ci-a.ready":""}}}'
+expect 200 "remove it" PATCH $npath '{"metadata":{"labels":{"kmm.node.kubernetes.io/kmm-demo.kmm-ci-a.ready":null}}}'
+expect 403 "cordon the node" PATCH $npath '{"spec":{"unschedulable":true}}'
+expect 403 "taint the node" PATCH $npath '{"spec":{"taints":[{"key":"x","effect":"NoSchedule"}]}}'
+expect 403 "change another label" PATCH $npath '{"metadata":{"labels":{"team":"b"}}}'
+expect 403 "remove another label" PATCH $npath '{"metadata":{"labels":{"team":null}}}'
+expect 403 "annotate the node" PATCH $npath '{"metadata":{"annotations":{"x":"y"}}}'
+expect 200 "add its finalizer to a Module" PATCH "$mpath" '{"metadata":{"finalizers":["kmodd.io/unload"]}}'
+expect 403 "change a Module's spec" PATCH "$mpath" '{"spec":{"selector":{"a":"b"}}}'
+expect 200 "remove its finalizer" PATCH "$mpath" '{"metadata":{"finalizers":null}}'
+# An administrator is not confined.
+r=$($kube request PATCH $npath '{"spec":{"unschedulable":true}}')
+echo "$r" | grep -q '"code": 200' || fail "the admin could not cordon: $r"
+
+step "the webhook configuration: accepted, and it fails closed without a controller"
+$kube apply "$work/webhook.yaml"
+if out=$($kube create-one "$src/examples/modules/single.yaml"); then
+  fail "a Module was admitted while no webhook server runs"
+fi
+echo "$out" | grep -q 'failed calling webhook' || fail "unexpected refusal: $out"
+echo "  refused: failed calling webhook (failurePolicy Fail)"
+
+step "uninstall: Modules first, then kmodd; nothing left"
+$kube delete "$work/examples.yaml" --wait >/dev/null
+$kube delete "$work/webhook.yaml" --wait >/dev/null
+$kube delete "$work/install.yaml"
+# No kube-controller-manager here: do the namespace controller's last step (its content is
+# gone already: checked below) so the Namespace goes.
+left=$($kube request GET /api/v1/namespaces/kmodd-system/serviceaccounts)
+echo "$left" | $py -c 'import json,sys; assert json.load(sys.stdin)["body"]["items"]==[]' 2>/dev/null \
+  || echo "$left" | grep -q '"code": 404' || fail "objects left in kmodd-system: $left"
+$kube request PUT /api/v1/namespaces/kmodd-system/finalize \
+  '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"kmodd-system"},"spec":{"finalizers":[]}}' >/dev/null
+for _ in $(seq 50); do
+  [ -z "$($kube leftovers "$work/all.yaml")" ] && break
+  sleep 0.2
+done
+left=$($kube leftovers "$work/all.yaml")
+[ -z "$left" ] || fail "left after uninstall: $left"
+# Nothing kmodd's under any name: cluster-scoped kinds by label, and the API group.
+for p in /apis/rbac.authorization.k8s.io/v1/clusterroles /apis/rbac.authorization.k8s.io/v1/clusterrolebindings \
+         /apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations \
+         /apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies \
+         /apis/apiextensions.k8s.io/v1/customresourcedefinitions; do
+  n=$($kube get "$p?labelSelector=app.kubernetes.io/name=kmodd" | $py -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))')
+  [ "$n" = 0 ] || fail "$n kmodd objects left in $p"
+done
+for _ in $(seq 50); do
+  $kube get /apis/kmm.sigs.x-k8s.io/v1beta1 >/dev/null 2>&1 || break
+  sleep 0.2
+done
+$kube get /apis/kmm.sigs.x-k8s.io/v1beta1 >/dev/null 2>&1 && fail "the kmm.sigs.x-k8s.io API is still served"
+echo "nothing left"
+
+echo "deploy test: passed"
