@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Writes kmm.sigs.x-k8s.io_modules.yaml: the Module CRD, from the types kmodd decodes.
+"""Writes kmm.sigs.x-k8s.io_modules.yaml (here and in the Helm chart's crds/): the Module
+CRD, from the types kmodd decodes.
 
 The schema mirrors controller/api/module.h field for field (KMM's v1beta1 names), so that
 the API server keeps every field kmodd reads. It is structural: every node has a type,
@@ -331,19 +332,23 @@ HEADER = """\
 
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
-    path = os.path.join(here, "kmm.sigs.x-k8s.io_modules.yaml")
+    # The kustomize base's copy and the Helm chart's (Helm installs crds/ before the rest).
+    paths = [os.path.join(here, "kmm.sigs.x-k8s.io_modules.yaml"),
+             os.path.join(here, "..", "helm", "kmodd", "crds", "kmm.sigs.x-k8s.io_modules.yaml")]
     text = HEADER + yaml.safe_dump(crd(), sort_keys=False, width=100, default_flow_style=False)
     if sys.argv[1:] == ["--check"]:
-        with open(path) as f:
-            if f.read() != text:
-                print(f"{path} is out of date: run deploy/crd/generate.py", file=sys.stderr)
-                sys.exit(1)
+        for path in paths:
+            with open(path) as f:
+                if f.read() != text:
+                    print(f"{path} is out of date: run deploy/crd/generate.py", file=sys.stderr)
+                    sys.exit(1)
         return
     if sys.argv[1:]:
         print(__doc__, file=sys.stderr)
         sys.exit(2)
-    with open(path, "w") as f:
-        f.write(text)
+    for path in paths:
+        with open(path, "w") as f:
+            f.write(text)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,3 @@
+module kmodd.local/helmrender
+
+go 1.22
