@@ -70,8 +70,19 @@ std::string Millis(Duration d) { return absl::StrCat(d.count(), "ms"); }
 // own timer (beast::tcp_stream cancels the operation when it fires).
 class Timed {
  public:
-  Timed(Duration total, Duration idle)
-      : deadline_(Clock::now() + total), total_(total), idle_(idle) {}
+  Timed(Duration total, Duration idle, Cancellation* cancel)
+      : deadline_(Clock::now() + total), total_(total), idle_(idle), cancel_(cancel) {
+    if (cancel_ != nullptr) {
+      cancel_->Attach(&ioc_);
+    }
+  }
+  ~Timed() {
+    if (cancel_ != nullptr) {
+      cancel_->Detach(&ioc_);
+    }
+  }
+  Timed(const Timed&) = delete;
+  Timed& operator=(const Timed&) = delete;
 
   asio::io_context& ioc() { return ioc_; }
 
@@ -82,13 +93,37 @@ class Timed {
     if (left <= Duration::zero()) {
       return beast::error::timeout;
     }
+    // Restarted before the check: a Cancel() after it stops the run() below.
+    ioc_.restart();
+    if (Cancelled()) {
+      return asio::error::operation_aborted;
+    }
     lowest.expires_after(std::min(left, idle_));
     beast::error_code result = asio::error::would_block;
     std::forward<Initiate>(initiate)([&result](beast::error_code ec, auto&&...) { result = ec; });
-    ioc_.restart();
     ioc_.run();
+    if (result == asio::error::would_block) {
+      // Stopped by Cancel(): abort the operation and let its handler run while `result`
+      // is still in scope.
+      lowest.cancel();
+      ioc_.restart();
+      ioc_.run();
+      result = asio::error::operation_aborted;
+    }
     return result;
   }
+
+  // Runs the io_context until its work is done or Cancel(); false when cancelled.
+  bool RunAll() {
+    ioc_.restart();
+    if (Cancelled()) {
+      return false;
+    }
+    ioc_.run();
+    return !Cancelled();
+  }
+
+  bool Cancelled() const { return cancel_ != nullptr && cancel_->cancelled(); }
 
   std::string TimeoutText() const {
     return by_deadline_ ? absl::StrCat("the request took longer than ", Millis(total_))
@@ -100,6 +135,7 @@ class Timed {
   const Clock::time_point deadline_;
   const Duration total_;
   const Duration idle_;
+  Cancellation* const cancel_;
   bool by_deadline_ = false;
 };
 
@@ -120,7 +156,7 @@ class Exchange {
         request_(request),
         handler_(handler),
         timed_(request.timeout.value_or(options.timeout),
-               request.idle_timeout.value_or(options.idle_timeout)) {}
+               request.idle_timeout.value_or(options.idle_timeout), request.cancel) {}
 
   absl::StatusOr<Response> Run();
 
@@ -137,6 +173,10 @@ class Exchange {
                         const std::function<absl::Status(const char*, size_t)>& sink,
                         const bool& stop);
   absl::Status Transport(const beast::error_code& ec, std::string_view phase, const Url& url) {
+    if (timed_.Cancelled()) {
+      return absl::CancelledError(
+          absl::StrCat(UrlForMessage(url), ": cancelled during ", std::string(phase)));
+    }
     return TransportStatus(ec, phase, url, timed_.TimeoutText());
   }
 
@@ -230,8 +270,12 @@ absl::Status Exchange::Connect(beast::tcp_stream& tcp, const Url& url) {
                            ec = e;
                            endpoints = std::move(r);
                          });
-  timed_.ioc().restart();
-  timed_.ioc().run();
+  if (!timed_.RunAll()) {
+    resolver.cancel();
+    timed_.ioc().restart();
+    timed_.ioc().run();
+    return Transport(asio::error::operation_aborted, "resolve", url);
+  }
   if (ec) {
     return Transport(ec, "resolve", url);
   }
@@ -256,6 +300,9 @@ absl::StatusOr<Hop> Exchange::HopOn(Stream& stream, const Url& url, const std::s
     const beast::error_code ec = timed_.Run(tcp, [&](auto handler) {
       stream.async_handshake(asio::ssl::stream_base::client, std::move(handler));
     });
+    if (ec && timed_.Cancelled()) {
+      return Transport(ec, "TLS handshake", url);
+    }
     if (ec) {
       return HandshakeStatus(ec, stream.native_handle(), tls_->verify, url, timed_.TimeoutText());
     }
@@ -395,9 +442,10 @@ absl::Status Exchange::ReadBody(Stream& stream, beast::flat_buffer& buffer,
 
 absl::StatusOr<std::unique_ptr<BeastHttpClient>> BeastHttpClient::Create(ClientOptions options) {
   // Loading the system CA bundle costs ~30 ms of CPU: done at the first https request, so
-  // a plain-HTTP registry never pays it. CAs given explicitly are checked now.
+  // a plain-HTTP registry never pays it. CAs and client keys given explicitly are checked now.
   std::unique_ptr<Tls> tls;
-  if (!options.tls.ca_file.empty() || !options.tls.ca_pem.empty()) {
+  if (!options.tls.ca_file.empty() || !options.tls.ca_pem.empty() ||
+      !options.tls.client_cert_pem.empty() || !options.tls.client_key_pem.empty()) {
     absl::StatusOr<std::unique_ptr<Tls>> made = MakeTls(options.tls);
     if (!made.ok()) {
       return made.status();

@@ -19,6 +19,10 @@ struct TlsOptions {
   // Accept any certificate and any name. Still TLS, but no protection against an attacker
   // on the path: only for registries the caller has been told to trust this way.
   bool insecure_skip_verify = false;
+  // A client certificate chain and its private key (PEM), presented when the server asks:
+  // a kubeconfig's client-certificate-data and client-key-data. Both or neither.
+  std::string client_cert_pem;
+  std::string client_key_pem;
 };
 
 struct ClientOptions {

@@ -41,6 +41,23 @@ absl::StatusOr<std::unique_ptr<BeastHttpClient::Tls>> MakeTls(const TlsOptions& 
       return absl::InvalidArgumentError(absl::StrCat("cannot load CA data: ", ec.message()));
     }
   }
+  if (options.client_cert_pem.empty() != options.client_key_pem.empty()) {
+    return absl::InvalidArgumentError("a client certificate needs both a certificate and a key");
+  }
+  if (!options.client_cert_pem.empty()) {
+    tls->ctx.use_certificate_chain(boost::asio::buffer(options.client_cert_pem), ec);
+    if (ec) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot load client certificate: ", ec.message()));
+    }
+    tls->ctx.use_private_key(boost::asio::buffer(options.client_key_pem), ssl::context::pem, ec);
+    if (ec) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot load client key: ", ec.message()));
+    }
+    if (SSL_CTX_check_private_key(tls->ctx.native_handle()) != 1) {
+      return absl::InvalidArgumentError("client key does not match the client certificate");
+    }
+  }
   return tls;
 }
 

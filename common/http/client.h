@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/http/cancel.h"
 #include "common/http/headers.h"
 #include "common/http/url.h"
 
@@ -27,6 +28,9 @@ struct Request {
   bool follow_redirects = true;
   // Fetch() fails with ResourceExhausted rather than buffer a larger body.
   size_t max_body_bytes = 16 << 20;
+  // When set (not owned; must outlive the call), Cancel() on it ends the call from another
+  // thread with Cancelled: a watch stream can stay silent for minutes.
+  Cancellation* cancel = nullptr;
 };
 
 struct Response {
