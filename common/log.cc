@@ -21,6 +21,9 @@ const char* LevelName(LogLevel l) {
   return "info";
 }
 
+
+}  // namespace
+
 std::string Rfc3339Millis(int64_t unix_ms) {
   const std::time_t secs = static_cast<std::time_t>(unix_ms / 1000);
   std::tm tm{};
@@ -30,8 +33,6 @@ std::string Rfc3339Millis(int64_t unix_ms) {
   std::snprintf(buf + n, sizeof buf - n, ".%03dZ", static_cast<int>(unix_ms % 1000));
   return buf;
 }
-
-}  // namespace
 
 std::string FormatLogLine(int64_t unix_ms, LogLevel level, std::string_view msg,
                           const Logger::Fields& fields) {

@@ -39,6 +39,9 @@ class Logger {
   LogLevel min_;
 };
 
+// "2026-12-01T02:22:55.123Z": UTC, milliseconds, as logs and status documents write time.
+std::string Rfc3339Millis(int64_t unix_ms);
+
 // One log line (without the newline): what Log writes, for tests.
 std::string FormatLogLine(int64_t unix_ms, LogLevel level, std::string_view msg,
                           const Logger::Fields& fields);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/table.h"
 
 namespace kmodd::cli {
 
@@ -160,23 +161,7 @@ std::string PlanTable(const std::vector<plan::NodePlan>& plans) {
       rows.push_back({node, kernel, "-", "-", "-", "no Modules"});
     }
   }
-  std::vector<size_t> widths(rows.front().size(), 0);
-  for (const auto& r : rows) {
-    for (size_t c = 0; c < r.size(); ++c) {
-      widths[c] = std::max(widths[c], r[c].size());
-    }
-  }
-  std::string out;
-  for (const auto& r : rows) {
-    for (size_t c = 0; c < r.size(); ++c) {
-      out += r[c];
-      if (c + 1 < r.size()) {
-        out.append(widths[c] - r[c].size() + 3, ' ');
-      }
-    }
-    out += "\n";
-  }
-  return out;
+  return RenderTable(rows);
 }
 
 }  // namespace kmodd::cli

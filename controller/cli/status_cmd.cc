@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/file.h"
+#include "common/table.h"
 #include "common/value.h"
 #include "controller/cli/commands.h"
 #include "controller/server/status.h"
@@ -41,26 +42,6 @@ const Value::List& ListOf(const Value& doc, const char* key) {
   static const Value::List kEmpty;  // NOLINT(cert-err58-cpp): cannot throw
   const Value* v = doc.Find(key);
   return v != nullptr && v->IsList() ? v->AsList() : kEmpty;
-}
-
-std::string Table(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> widths(rows.front().size(), 0);
-  for (const auto& r : rows) {
-    for (size_t c = 0; c < r.size(); ++c) {
-      widths[c] = std::max(widths[c], r[c].size());
-    }
-  }
-  std::string out;
-  for (const auto& r : rows) {
-    for (size_t c = 0; c < r.size(); ++c) {
-      out += r[c];
-      if (c + 1 < r.size()) {
-        out.append(widths[c] - r[c].size() + 3, ' ');
-      }
-    }
-    out += "\n";
-  }
-  return out;
 }
 
 std::string ModulesTable(const Value& doc, bool per_node) {
@@ -100,7 +81,7 @@ std::string ModulesTable(const Value& doc, bool per_node) {
                     Str(loader ? loader->Find("desiredNumber") : nullptr),
                     Str(loader ? loader->Find("availableNumber") : nullptr), degraded});
   }
-  std::string out = Table(rows);
+  std::string out = RenderTable(rows);
   int connected = 0;
   int away = 0;
   for (const auto& n : ListOf(doc, "nodes")) {

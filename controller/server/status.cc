@@ -9,6 +9,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 
 namespace kmodd::server {
 
@@ -166,13 +167,7 @@ std::string Rfc3339(int64_t unix_ms) {
   if (unix_ms <= 0) {
     return "";
   }
-  const auto secs = static_cast<std::time_t>(unix_ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[40];
-  const size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  std::snprintf(buf + n, sizeof buf - n, ".%03dZ", static_cast<int>(unix_ms % 1000));
-  return buf;
+  return Rfc3339Millis(unix_ms);
 }
 
 namespace {

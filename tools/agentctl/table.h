@@ -1,17 +1,16 @@
 #pragma once
 
-// Human tables as kubectl prints them: left-aligned columns three spaces apart, upper-case
-// headers, no trailing spaces.
+// Cells for the tables agentctl prints (common/table.h lays them out).
 
 #include <string>
 #include <vector>
 
+#include "common/table.h"
+
 namespace kmodd::agentctl {
 
-using Row = std::vector<std::string>;
-
-// rows[0] is the header. Rows shorter than the header are padded with empty cells.
-std::string RenderTable(const std::vector<Row>& rows);
+using Row = TableRow;
+using kmodd::RenderTable;
 
 // "a, b, c", or "<none>" for an empty list.
 std::string JoinOrNone(const std::vector<std::string>& items);
