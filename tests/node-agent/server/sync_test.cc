@@ -240,7 +240,8 @@ TEST_CASE("when the controller goes away the module stays loaded, and the agent 
   agent.kernel.With([](kmodd::testing::FakeKernel& k) { return k.loaded.erase("mod_a"); });
   agent.rec->Kick();
   REQUIRE(Eventually([&] { return agent.Loaded("mod_a"); }));
-  CHECK(PhaseIs(agent.state, "ns/a", ModulePhase::kLoaded));
+  // The status is published after the insert: wait for it, not only for the kernel.
+  REQUIRE(Eventually([&] { return PhaseIs(agent.state, "ns/a", ModulePhase::kLoaded); }));
   ctl.Start(grpc::InsecureServerCredentials());  // same port
   REQUIRE(ctl.svc.WaitFor([&] { return ctl.svc.hellos.size() == 2; }));
   REQUIRE(Eventually([&] { return agent.state.Snapshot().controller.connected; }));
