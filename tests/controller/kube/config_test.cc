@@ -24,7 +24,7 @@ class TempDir {
   }
   ~TempDir() { std::filesystem::remove_all(path_); }
   std::string Write(const std::string& name, const std::string& content) const {
-    const std::string p = path_ + "/" + name;
+    std::string p = path_ + "/" + name;
     std::ofstream(p) << content;
     return p;
   }
@@ -36,7 +36,7 @@ class TempDir {
 
 std::string B64(const std::string& s) { return absl::Base64Escape(s); }
 
-const std::string kCa = "-----BEGIN CERTIFICATE-----\nCA\n-----END CERTIFICATE-----\n";
+constexpr char kCa[] = "-----BEGIN CERTIFICATE-----\nCA\n-----END CERTIFICATE-----\n";
 
 std::string TwoContexts() {
   return "apiVersion: v1\nkind: Config\ncurrent-context: dev\n"

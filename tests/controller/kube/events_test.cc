@@ -9,14 +9,15 @@
 namespace kmodd::kube {
 namespace {
 
-const ObjectReference kModule{"kmm.sigs.x-k8s.io/v1beta1", "Module", "kmm", "intel-dgpu",
-                              "uid-7"};
+ObjectReference ModuleRef() {
+  return {"kmm.sigs.x-k8s.io/v1beta1", "Module", "kmm", "intel-dgpu", "uid-7"};
+}
 
 TEST_CASE("An Event names its object, reason, type and source in the object's namespace") {
   FakeKubeClient client;
   FakeClock clock(absl::FromUnixSeconds(1700000000));
   EventRecorder recorder(client, clock, "kmodd-controller", "pod-1");
-  REQUIRE(recorder.Record(kModule, kEventWarning, "LoadFailed", "node n1: vermagic").ok());
+  REQUIRE(recorder.Record(ModuleRef(), kEventWarning, "LoadFailed", "node n1: vermagic").ok());
   const auto events = client.Objects("/api/v1/namespaces/kmm/events");
   REQUIRE(events.size() == 1);
   const Value& e = events.begin()->second;
@@ -39,10 +40,10 @@ TEST_CASE("A repeated Event raises the count of the first instead of adding anot
   FakeKubeClient client;
   FakeClock clock(absl::FromUnixSeconds(1700000000));
   EventRecorder recorder(client, clock, "kmodd-controller", "pod-1");
-  REQUIRE(recorder.Record(kModule, kEventNormal, "Loaded", "on n1").ok());
+  REQUIRE(recorder.Record(ModuleRef(), kEventNormal, "Loaded", "on n1").ok());
   clock.Advance(absl::Seconds(30));
-  REQUIRE(recorder.Record(kModule, kEventNormal, "Loaded", "on n1").ok());
-  REQUIRE(recorder.Record(kModule, kEventNormal, "Loaded", "on n2").ok());
+  REQUIRE(recorder.Record(ModuleRef(), kEventNormal, "Loaded", "on n1").ok());
+  REQUIRE(recorder.Record(ModuleRef(), kEventNormal, "Loaded", "on n2").ok());
   const auto events = client.Objects("/api/v1/namespaces/kmm/events");
   REQUIRE(events.size() == 2);
   int found = 0;
@@ -78,7 +79,7 @@ TEST_CASE("An Event that cannot be written is an error for the caller to log") {
   FakeClock clock;
   EventRecorder recorder(client, clock, "kmodd-controller", "pod-1");
   client.FailNext(absl::PermissionDeniedError("403 Forbidden"));
-  CHECK(recorder.Record(kModule, kEventNormal, "Loaded", "x").code() ==
+  CHECK(recorder.Record(ModuleRef(), kEventNormal, "Loaded", "x").code() ==
         absl::StatusCode::kPermissionDenied);
 }
 

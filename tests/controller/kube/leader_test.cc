@@ -9,7 +9,7 @@
 namespace kmodd::kube {
 namespace {
 
-const std::string kLease = "/apis/coordination.k8s.io/v1/namespaces/kmm/leases/kmodd";
+constexpr char kLease[] = "/apis/coordination.k8s.io/v1/namespaces/kmm/leases/kmodd";
 
 struct Replica {
   Replica(FakeKubeClient& client, const Clock& clock, const std::string& id) {

@@ -42,7 +42,7 @@ std::string Event(const std::string& type, const std::string& object) {
   return R"({"type":")" + type + R"(","object":)" + object + "}\n";
 }
 
-const std::string kGone =
+constexpr char kGone[] =
     R"({"kind":"Status","status":"Failure","reason":"Expired","code":410,"message":"too old"})";
 
 Canned Hang() {

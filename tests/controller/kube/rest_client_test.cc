@@ -40,7 +40,7 @@ std::string Status(int code, const std::string& reason, const std::string& messa
          R"(","reason":")" + reason + R"(","code":)" + std::to_string(code) + "}";
 }
 
-const std::string kCm = R"({"kind":"ConfigMap","metadata":{"name":"a","resourceVersion":"5"}})";
+constexpr char kCm[] = R"({"kind":"ConfigMap","metadata":{"name":"a","resourceVersion":"5"}})";
 
 TEST_CASE("Each verb sends the method, path, content type, token and body Kubernetes expects") {
   RealClock clock;
@@ -174,18 +174,22 @@ TEST_CASE("A token file is sent as the bearer token and re-read after a 401") {
   std::filesystem::remove_all(dir);
 }
 
-const std::string kEvents =
-    R"({"type":"ADDED","object":{"kind":"ConfigMap","metadata":{"name":"a","resourceVersion":"11"},"data":{"x":"}{\"é"}}})"
-    "\n"
-    R"({"type":"MODIFIED","object":{"kind":"ConfigMap","metadata":{"name":"a","resourceVersion":"12"}}})"
-    "\n"
-    R"({"type":"BOOKMARK","object":{"kind":"ConfigMap","metadata":{"resourceVersion":"15"}}})"
-    "\n"
-    R"({"type":"DELETED","object":{"kind":"ConfigMap","metadata":{"name":"a","resourceVersion":"16"}}})"
-    "\n";
+const std::string& Events() {
+  static const std::string events =
+      R"({"type":"ADDED","object":{"kind":"ConfigMap","metadata":{"name":"a","resourceVersion":"11"},"data":{"x":"}{\"é"}}})"
+      "\n"
+      R"({"type":"MODIFIED","object":{"kind":"ConfigMap","metadata":{"name":"a","resourceVersion":"12"}}})"
+      "\n"
+      R"({"type":"BOOKMARK","object":{"kind":"ConfigMap","metadata":{"resourceVersion":"15"}}})"
+      "\n"
+      R"({"type":"DELETED","object":{"kind":"ConfigMap","metadata":{"name":"a","resourceVersion":"16"}}})"
+      "\n";
+  return events;
+}
 
 std::vector<std::string> Describe(const std::vector<WatchEvent>& events) {
   std::vector<std::string> out;
+  out.reserve(events.size());
   for (const WatchEvent& e : events) {
     out.push_back(std::to_string(static_cast<int>(e.type)) + ":" +
                   StringAt(e.object, {"metadata", "resourceVersion"}));
@@ -195,7 +199,7 @@ std::vector<std::string> Describe(const std::vector<WatchEvent>& events) {
 
 TEST_CASE("Watch asks for bookmarks from a resourceVersion and decodes every event") {
   RealClock clock;
-  TestServer server([](const Received&) { return ChunkedReply({kEvents}); });
+  TestServer server([](const Received&) { return ChunkedReply({Events()}); });
   auto client = NewClient(server, clock);
   WatchOptions options;
   options.resource_version = "10";
@@ -219,11 +223,11 @@ TEST_CASE("Watch decodes events split across chunk boundaries at every byte offs
   RealClock clock;
   size_t cut = 0;
   TestServer server([&cut](const Received&) {
-    return ChunkedReply({kEvents.substr(0, cut), kEvents.substr(cut)},
+    return ChunkedReply({Events().substr(0, cut), Events().substr(cut)},
                         std::chrono::milliseconds(0));
   });
   auto client = NewClient(server, clock);
-  for (cut = 1; cut < kEvents.size(); ++cut) {
+  for (cut = 1; cut < Events().size(); ++cut) {
     INFO("cut at " << cut);
     std::vector<WatchEvent> events;
     const absl::Status st = client->Watch("/api/v1/configmaps", WatchOptions{},
@@ -269,7 +273,7 @@ TEST_CASE("Watch fails on a stream cut inside an event, and on a handler's error
   bool cut = true;
   TestServer server([&cut](const Received&) {
     return cut ? ChunkedReply({R"({"type":"ADDED","object":{"metadata":)"})
-               : ChunkedReply({kEvents});
+               : ChunkedReply({Events()});
   });
   auto client = NewClient(server, clock);
   auto ok = [](const WatchEvent&) { return absl::OkStatus(); };
@@ -284,7 +288,7 @@ TEST_CASE("Watch fails on a stream cut inside an event, and on a handler's error
 TEST_CASE("Watch ends with Cancelled when its cancellation fires during silence") {
   RealClock clock;
   TestServer server([](const Received&) {
-    Canned c = ChunkedReply({kEvents.substr(0, kEvents.find('\n') + 1)});
+    Canned c = ChunkedReply({Events().substr(0, Events().find('\n') + 1)});
     c.pieces.pop_back();  // no end of body: the server stays silent
     c.hang = true;
     return c;
