@@ -7,13 +7,16 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <condition_variable>
 #include <csignal>
 #include <filesystem>
 #include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/file.h"
@@ -70,6 +73,8 @@ constexpr char kUsage[] =
 
 // How often the whole state is reconciled even if no event says so (a missed uevent).
 constexpr auto kResyncPeriod = std::chrono::minutes(5);
+// Unused image trees are removed this often (never the trees of the desired state).
+constexpr auto kImageGcPeriod = std::chrono::minutes(10);
 
 struct RunOptions {
   std::string node_name;
@@ -366,6 +371,32 @@ int RunCommand(const std::vector<std::string>& args) {
     });
   };
   arm_resync();
+  // Image GC: every kImageGcPeriod, off the event loop (removing trees takes a while).
+  std::mutex gc_mu;
+  std::condition_variable gc_cv;
+  bool gc_stop = false;
+  std::thread gc([&] {
+    std::unique_lock<std::mutex> lock(gc_mu);
+    while (!gc_cv.wait_for(lock, kImageGcPeriod, [&] { return gc_stop; })) {
+      lock.unlock();
+      auto pruned = server::PruneUnusedImages(reconciler, cache, state);
+      if (!pruned.ok()) {
+        log.Info("image GC skipped", {{"why", std::string(pruned.status().message())}});
+      } else if (!pruned->empty()) {
+        log.Info("image GC removed unused trees",
+                 {{"trees", static_cast<int64_t>(pruned->size())}});
+      }
+      lock.lock();
+    }
+  });
+  auto stop_gc = [&] {
+    {
+      std::lock_guard<std::mutex> lock(gc_mu);
+      gc_stop = true;
+    }
+    gc_cv.notify_all();
+    gc.join();
+  };
   std::unique_ptr<server::MetricsServer> metrics_server;
   if (!o.metrics.empty()) {
     server::HttpHandlers h;
@@ -373,6 +404,7 @@ int RunCommand(const std::vector<std::string>& args) {
     h.healthy = [&reconciler] { return !reconciler.Wedged(); };
     auto m = server::MetricsServer::Start(io, o.metrics, std::move(h));
     if (!m.ok()) {
+      stop_gc();
       return fail("cannot serve metrics", m.status());
     }
     metrics_server = std::move(*m);
@@ -383,6 +415,7 @@ int RunCommand(const std::vector<std::string>& args) {
                              {"metrics", o.metrics}});
   io.run();
 
+  stop_gc();
   if (sync) {
     sync->Stop();
   }

@@ -154,6 +154,39 @@ grpc::Status LocalService::Firmware(grpc::ServerContext* /*ctx*/,
   return grpc::Status::OK;
 }
 
+absl::StatusOr<std::vector<std::string>> PruneUnusedImages(Reconciler& reconciler,
+                                                          image::ImageCache& cache,
+                                                          const AgentState& state) {
+  std::set<std::string> desired_images;
+  for (const ModuleStatus& m : state.Snapshot().modules) {
+    if (!m.image.empty()) {
+      desired_images.insert(m.image);
+    }
+  }
+  // The keep set is computed under the reconciler's lock, so no pull lands in between.
+  return reconciler.PruneImages(
+      [&](const std::set<std::string>& in_use) -> absl::StatusOr<std::vector<std::string>> {
+        auto entries = cache.List();
+        if (!entries.ok()) {
+          return entries.status();
+        }
+        std::set<std::string> keep;
+        for (const auto& e : *entries) {
+          for (const auto& used : in_use) {
+            if (Under(used, e.path)) {
+              keep.insert(e.path);
+            }
+          }
+          for (const auto& ref : e.references) {
+            if (desired_images.count(ref) != 0) {
+              keep.insert(e.path);
+            }
+          }
+        }
+        return cache.Prune(keep);
+      });
+}
+
 grpc::Status LocalService::Images(grpc::ServerContext* /*ctx*/, const v1::ImagesRequest* req,
                                   v1::ImagesResponse* resp) {
   if (deps_.cache == nullptr) {
@@ -161,24 +194,7 @@ grpc::Status LocalService::Images(grpc::ServerContext* /*ctx*/, const v1::Images
   }
   image::ImageCache& cache = *deps_.cache;
   if (req->prune()) {
-    // The keep set is computed under the reconciler's lock, so no pull lands in between.
-    auto pruned = deps_.reconciler->PruneImages(
-        [&cache](const std::set<std::string>& in_use)
-            -> absl::StatusOr<std::vector<std::string>> {
-          auto entries = cache.List();
-          if (!entries.ok()) {
-            return entries.status();
-          }
-          std::set<std::string> keep;
-          for (const auto& e : *entries) {
-            for (const auto& used : in_use) {
-              if (Under(used, e.path)) {
-                keep.insert(e.path);
-              }
-            }
-          }
-          return cache.Prune(keep);
-        });
+    auto pruned = PruneUnusedImages(*deps_.reconciler, cache, *deps_.state);
     if (!pruned.ok()) {
       return ToGrpc(pruned.status());
     }

@@ -32,6 +32,15 @@ struct LocalServiceDeps {
   image::ImageCache* cache = nullptr;  // null: no image cache
 };
 
+// Removes the cached image trees no module uses: neither a tree the reconciler resolved or
+// the journal records, nor one an image of the desired state (`state`'s modules) resolved to
+// before (so a node that restarts without its registry keeps what it will need). Refused
+// while a pull is in flight. Returns the removed paths. `agentctl images --prune` and the
+// agent's periodic GC both come here.
+[[nodiscard]] absl::StatusOr<std::vector<std::string>> PruneUnusedImages(Reconciler& reconciler,
+                                                                       image::ImageCache& cache,
+                                                                       const AgentState& state);
+
 class LocalService final : public v1::Agent::Service {
  public:
   explicit LocalService(LocalServiceDeps deps) : deps_(std::move(deps)) {}
