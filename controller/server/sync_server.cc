@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <mutex>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -32,8 +33,10 @@ std::vector<std::string> Property(const grpc::AuthContext& ctx, const char* name
 class SyncReactor final : public grpc::ServerBidiReactor<v1::NodeReport, v1::NodeDesired>,
                           public AgentStream {
  public:
-  SyncReactor(grpc::CallbackServerContext* ctx, Hub& hub, Logger& log, bool check_identity)
-      : ctx_(ctx), hub_(hub), log_(log), check_identity_(check_identity) {
+  SyncReactor(grpc::CallbackServerContext* ctx, Hub& hub, Logger& log, bool check_identity,
+              Authenticator* authenticator)
+      : ctx_(ctx), hub_(hub), log_(log), check_identity_(check_identity),
+        authenticator_(authenticator) {
     StartRead(&in_);
   }
 
@@ -58,13 +61,20 @@ class SyncReactor final : public grpc::ServerBidiReactor<v1::NodeReport, v1::Nod
       FinishOnce(grpc::Status::OK);  // the agent went away or half-closed
       return;
     }
-    absl::Status st;
-    if (!said_hello_) {
-      st = CheckHello();
-      if (st.ok()) {
-        st = hub_.Hello(this, in_.node());
-        said_hello_ = st.ok();
-      }
+    if (!said_hello_ && NeedsToken()) {
+      // A TokenReview is a call to the API server: never on gRPC's callback threads. No
+      // read is pending meanwhile, and this reactor lives until Finish.
+      std::thread([this, token = BearerToken()] { Process(CheckToken(token)); }).detach();
+      return;
+    }
+    Process(said_hello_ ? absl::OkStatus() : CheckHello());
+  }
+
+  // After the credential check of the hello (`st`), or for any later report.
+  void Process(absl::Status st) {
+    if (st.ok() && !said_hello_) {
+      st = hub_.Hello(this, in_.node());
+      said_hello_ = st.ok();
     }
     if (st.ok()) {
       st = hub_.Report(this, in_);
@@ -100,8 +110,41 @@ class SyncReactor final : public grpc::ServerBidiReactor<v1::NodeReport, v1::Nod
   }
 
  private:
+  static bool HasNodeName(const v1::NodeReport& r) {
+    return r.has_node() && !r.node().name().empty();
+  }
+
+  // A hello over TLS without a verified client certificate, on a server that takes tokens.
+  bool NeedsToken() const {
+    if (authenticator_ == nullptr || !check_identity_ || !HasNodeName(in_)) {
+      return false;
+    }
+    const auto auth = ctx_->auth_context();
+    return !auth || !auth->IsPeerAuthenticated();
+  }
+
+  std::string BearerToken() const {
+    const auto& md = ctx_->client_metadata();
+    auto it = md.find("authorization");
+    if (it == md.end()) {
+      return "";
+    }
+    const std::string value(it->second.data(), it->second.size());
+    constexpr std::string_view kBearer = "Bearer ";
+    return value.compare(0, kBearer.size(), kBearer) == 0 ? value.substr(kBearer.size()) : "";
+  }
+
+  absl::Status CheckToken(const std::string& token) {
+    absl::Status st = authenticator_->Authenticate(token, in_.node().name());
+    if (!st.ok()) {
+      log_.Warn("agent stream refused: its token does not name the node it claims",
+                {{"node", in_.node().name()}, {"error", st.ToString()}, {"peer", ctx_->peer()}});
+    }
+    return st;
+  }
+
   absl::Status CheckHello() {
-    if (!in_.has_node() || in_.node().name().empty()) {
+    if (!HasNodeName(in_)) {
       return absl::InvalidArgumentError(
           "the first report of a stream must carry node.name (the hello)");
     }
@@ -138,6 +181,7 @@ class SyncReactor final : public grpc::ServerBidiReactor<v1::NodeReport, v1::Nod
   Hub& hub_;
   Logger& log_;
   const bool check_identity_;
+  Authenticator* const authenticator_;
   v1::NodeReport in_;
   bool said_hello_ = false;  // touched by the read side only
 
@@ -169,18 +213,19 @@ absl::Status CheckIdentity(const std::string& claimed, const std::vector<std::st
 
 class SyncServer::Service final : public v1::Controller::CallbackService {
  public:
-  Service(Hub& hub, Logger& log, bool check_identity)
-      : hub_(hub), log_(log), check_identity_(check_identity) {}
+  Service(Hub& hub, Logger& log, bool check_identity, Authenticator* authenticator)
+      : hub_(hub), log_(log), check_identity_(check_identity), authenticator_(authenticator) {}
 
   grpc::ServerBidiReactor<v1::NodeReport, v1::NodeDesired>* Sync(
       grpc::CallbackServerContext* ctx) override {
-    return new SyncReactor(ctx, hub_, log_, check_identity_);
+    return new SyncReactor(ctx, hub_, log_, check_identity_, authenticator_);
   }
 
  private:
   Hub& hub_;
   Logger& log_;
   const bool check_identity_;
+  Authenticator* const authenticator_;
 };
 
 SyncServer::SyncServer(Hub& hub, ServerOptions options, Logger& log)
@@ -197,12 +242,15 @@ absl::Status SyncServer::Start() {
       return absl::InvalidArgumentError(
           "TLS needs a certificate, its key and the agents' CA (or plain text with --insecure)");
     }
-    grpc::SslServerCredentialsOptions tls(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    // With tokens, a client certificate is optional; one that is shown must still verify.
+    grpc::SslServerCredentialsOptions tls(
+        options_.authenticator != nullptr ? GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY
+                                          : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
     tls.pem_root_certs = options_.ca_pem;
     tls.pem_key_cert_pairs.push_back({options_.key_pem, options_.cert_pem});
     creds = grpc::SslServerCredentials(tls);
   }
-  service_ = std::make_unique<Service>(hub_, log_, !options_.insecure);
+  service_ = std::make_unique<Service>(hub_, log_, !options_.insecure, options_.authenticator);
   grpc::ServerBuilder b;
   b.AddListeningPort(options_.listen, creds, &port_);
   b.RegisterService(service_.get());
@@ -221,7 +269,8 @@ absl::Status SyncServer::Start() {
   }
   log_.Info("sync server listening", {{"address", options_.listen},
                                       {"port", port_},
-                                      {"tls", !options_.insecure}});
+                                      {"tls", !options_.insecure},
+                                      {"tokens", options_.authenticator != nullptr}});
   return absl::OkStatus();
 }
 

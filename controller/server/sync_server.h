@@ -3,8 +3,10 @@
 // The Controller gRPC service (proto/kmodd/v1/sync.proto) on gRPC's callback API: one
 // reactor per agent stream, no thread per stream, so that thousands of agents cost memory
 // for their streams only. Each stream: the first report must carry NodeInfo (the hello);
-// with TLS, the node name must be the client certificate's (its CN or a DNS SAN), or the
-// stream ends with PERMISSION_DENIED. Then the Hub decides what the node is sent.
+// with TLS, the node name must be the client certificate's (its CN or a DNS SAN), or, for
+// an agent without one, the node its bearer token is bound to (ServerOptions::
+// authenticator), or the stream ends with PERMISSION_DENIED (UNAUTHENTICATED without a
+// valid credential). Then the Hub decides what the node is sent.
 
 #include <memory>
 #include <string>
@@ -12,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "common/log.h"
+#include "controller/server/authenticator.h"
 #include "controller/server/hub.h"
 
 namespace grpc {
@@ -28,6 +31,10 @@ struct ServerOptions {
   std::string key_pem;
   std::string ca_pem;
   bool insecure = false;  // plain text, no identity check: tests and demos only
+  // Kubernetes mode (not owned; null: mTLS only). Client certificates are then requested
+  // but not required: a stream without a verified one must carry `authorization: Bearer
+  // TOKEN` metadata, which this checks against the hello's node name.
+  Authenticator* authenticator = nullptr;
 };
 
 // The identity rule: `claimed` must equal one of the certificate's common names or DNS

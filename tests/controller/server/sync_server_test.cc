@@ -20,6 +20,7 @@
 #include "controller/source/dir_source.h"
 #include "kmodd/v1/sync.grpc.pb.h"
 #include "tests/common/http/test_pki.h"
+#include "tests/controller/server/fake_authenticator.h"
 
 namespace fs = std::filesystem;
 namespace pki = kmodd::http::testing::pki_detail;
@@ -135,9 +136,12 @@ struct Controller {
 // An agent: one Sync stream with a bounded deadline.
 struct Agent {
   Agent(const std::string& target, const std::shared_ptr<grpc::ChannelCredentials>& creds,
-        const std::string& name, bool worker)
+        const std::string& name, bool worker, const std::string& token = "")
       : stub(kmodd::v1::Controller::NewStub(grpc::CreateChannel(target, creds))) {
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    if (!token.empty()) {
+      ctx.AddMetadata("authorization", "Bearer " + token);
+    }
     stream = stub->Sync(&ctx);
     NodeReport hello;
     hello.mutable_node()->set_name(name);
@@ -268,6 +272,44 @@ TEST_CASE("sync over mTLS: a node may only report as the node its certificate na
     o.pem_root_certs = ca.CaPem();
     Agent anonymous(c.Target(), grpc::SslCredentials(o), "w1", true);
     CHECK(anonymous.End().error_code() == grpc::StatusCode::UNAVAILABLE);
+  }
+}
+
+TEST_CASE("sync with tokens: an agent without a certificate reports only as its token's node") {
+  TestPki ca;
+  kmodd::server::testing::FakeAuthenticator auth(std::map<std::string, std::string>{{"token-w1", "w1"}});
+  ServerOptions opts;
+  opts.listen = "127.0.0.1:0";
+  std::tie(opts.cert_pem, opts.key_pem) = ca.Issue("kmodd controller", "IP:127.0.0.1", "serverAuth");
+  opts.ca_pem = ca.CaPem();
+  opts.authenticator = &auth;
+  Controller c(opts);
+  grpc::SslCredentialsOptions server_only;
+  server_only.pem_root_certs = ca.CaPem();
+  const auto creds = grpc::SslCredentials(server_only);
+
+  SECTION("its token is bound to its node: served") {
+    Agent w1(c.Target(), creds, "w1", true, "token-w1");
+    CHECK(w1.Next().modules_size() == 1);
+  }
+  SECTION("it claims another node: PERMISSION_DENIED, logged, node unknown") {
+    Agent liar(c.Target(), creds, "w2", true, "token-w1");
+    grpc::Status st = liar.End();
+    CHECK(st.error_code() == grpc::StatusCode::PERMISSION_DENIED);
+    CHECK_FALSE(c.hub.Node("w2"));
+    CHECK(c.Logs().find("agent stream refused") != std::string::npos);
+  }
+  SECTION("no token, or one that is not valid: UNAUTHENTICATED") {
+    Agent anonymous(c.Target(), creds, "w1", true);
+    CHECK(anonymous.End().error_code() == grpc::StatusCode::UNAUTHENTICATED);
+    Agent forger(c.Target(), creds, "w1", true, "forged");
+    CHECK(forger.End().error_code() == grpc::StatusCode::UNAUTHENTICATED);
+    CHECK_FALSE(c.hub.Node("w1"));
+  }
+  SECTION("a client certificate still works, and is checked without the token") {
+    Agent w3(c.Target(), ClientTls(ca.CaPem(), ca.Issue("w3", "", "clientAuth")), "w3", true);
+    CHECK(w3.Next().modules_size() == 1);
+    CHECK(auth.calls() == 0);
   }
 }
 

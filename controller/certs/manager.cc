@@ -1,0 +1,252 @@
+#include "controller/certs/manager.h"
+
+#include <algorithm>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "controller/kube/json.h"
+
+namespace kmodd::certs {
+
+namespace {
+
+using kube::Lookup;
+using kube::StringAt;
+
+bool Contains(const std::vector<std::string>& have, const std::vector<std::string>& want) {
+  return std::all_of(want.begin(), want.end(), [&](const std::string& w) {
+    return std::find(have.begin(), have.end(), w) != have.end();
+  });
+}
+
+std::string Data(const Value& secret, std::string_view key) {
+  std::string out;
+  if (!absl::Base64Unescape(StringAt(secret, {"data", key}), &out)) {
+    return "";
+  }
+  return out;
+}
+
+Value SecretObject(const std::string& ns, const Stored& s, const std::string& resource_version) {
+  Value meta = Value::EmptyMap();
+  meta.Set("name", kSecretName);
+  meta.Set("namespace", ns);
+  Value labels = Value::EmptyMap();
+  labels.Set("app.kubernetes.io/name", "kmodd");
+  labels.Set("app.kubernetes.io/component", "controller");
+  meta.Set("labels", std::move(labels));
+  if (!resource_version.empty()) {
+    meta.Set("resourceVersion", resource_version);
+  }
+  Value data = Value::EmptyMap();
+  data.Set("tls.crt", absl::Base64Escape(s.serving.cert_pem));
+  data.Set("tls.key", absl::Base64Escape(s.serving.key_pem));
+  data.Set("ca.crt", absl::Base64Escape(s.ca.cert_pem));
+  data.Set("ca.key", absl::Base64Escape(s.ca.key_pem));
+  Value secret = Value::EmptyMap();
+  secret.Set("apiVersion", "v1");
+  secret.Set("kind", "Secret");
+  secret.Set("metadata", std::move(meta));
+  secret.Set("type", "kubernetes.io/tls");
+  secret.Set("data", std::move(data));
+  return secret;
+}
+
+}  // namespace
+
+Action Decide(const std::optional<Stored>& stored, const ServingNames& want, absl::Time now) {
+  if (!stored) {
+    return Action::kNewCa;
+  }
+  absl::StatusOr<CertInfo> ca = ReadCert(stored->ca.cert_pem);
+  if (!ca.ok() || ca->not_after - now < kRenewBefore) {
+    return Action::kNewCa;
+  }
+  // The CA's key must be there to sign the next serving certificate.
+  if (!Matches(KeyPair{stored->ca.cert_pem, stored->ca.key_pem}, stored->ca.cert_pem)) {
+    return Action::kNewCa;
+  }
+  absl::StatusOr<CertInfo> serving = ReadCert(stored->serving.cert_pem);
+  if (!serving.ok() || serving->not_after - now < kRenewBefore ||
+      !Matches(stored->serving, stored->ca.cert_pem) || !Contains(serving->dns, want.dns) ||
+      !Contains(serving->ips, want.ips)) {
+    return Action::kReissueServing;
+  }
+  return Action::kKeep;
+}
+
+ServingNames WantedNames(const std::string& ns, const std::vector<std::string>& extra_dns,
+                         const std::vector<std::string>& extra_ips) {
+  ServingNames n;
+  for (const char* service : {"kmodd-controller", "kmodd-webhook"}) {
+    n.dns.push_back(absl::StrCat(service, ".", ns, ".svc"));
+    n.dns.push_back(absl::StrCat(service, ".", ns, ".svc.cluster.local"));
+  }
+  n.dns.insert(n.dns.end(), extra_dns.begin(), extra_dns.end());
+  n.ips = extra_ips;
+  return n;
+}
+
+CertManager::CertManager(kube::KubeClient& client, CertOptions options, const kube::Clock& clock,
+                         Logger& log)
+    : client_(client), options_(std::move(options)),
+      names_(WantedNames(options_.ns, options_.extra_dns, options_.extra_ips)), clock_(clock),
+      log_(log) {}
+
+absl::StatusOr<std::optional<Stored>> CertManager::Read(std::string* resource_version) {
+  absl::StatusOr<Value> secret =
+      client_.Get(kube::ResourcePath("v1", "secrets", options_.ns, kSecretName));
+  if (absl::IsNotFound(secret.status())) {
+    resource_version->clear();
+    return std::optional<Stored>();
+  }
+  if (!secret.ok()) {
+    return secret.status();
+  }
+  *resource_version = StringAt(*secret, {"metadata", "resourceVersion"});
+  return std::optional<Stored>(Stored{{Data(*secret, "ca.crt"), Data(*secret, "ca.key")},
+                                      {Data(*secret, "tls.crt"), Data(*secret, "tls.key")}});
+}
+
+absl::StatusOr<Bundle> CertManager::Ensure() {
+  // A lost race (409 on create or update) means another replica stored a pair: read theirs.
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    std::string rv;
+    absl::StatusOr<std::optional<Stored>> stored = Read(&rv);
+    if (!stored.ok()) {
+      return stored.status();
+    }
+    const absl::Time now = clock_.Now();
+    const Action action = Decide(*stored, names_, now);
+    if (action == Action::kKeep) {
+      const Stored& s = **stored;
+      return Bundle{s.ca.cert_pem, s.serving.cert_pem, s.serving.key_pem};
+    }
+    Stored next;
+    if (action == Action::kNewCa) {
+      absl::StatusOr<KeyPair> ca = MakeCa("kmodd-ca", now, kCaValidity);
+      if (!ca.ok()) {
+        return ca.status();
+      }
+      next.ca = *std::move(ca);
+    } else {
+      next.ca = (*stored)->ca;
+    }
+    absl::StatusOr<KeyPair> serving = IssueServing(
+        next.ca, absl::StrCat("kmodd-controller.", options_.ns, ".svc"), names_, now,
+        kServingValidity);
+    if (!serving.ok()) {
+      return serving.status();
+    }
+    next.serving = *std::move(serving);
+    const Value object = SecretObject(options_.ns, next, rv);
+    absl::Status st =
+        rv.empty()
+            ? client_.Create(kube::ResourcePath("v1", "secrets", options_.ns), object).status()
+            : client_.Update(kube::ResourcePath("v1", "secrets", options_.ns, kSecretName), object)
+                  .status();
+    if (absl::IsAlreadyExists(st) || absl::IsAborted(st)) {
+      log_.Info("another replica stored the certificates first; using theirs");
+      continue;
+    }
+    if (!st.ok()) {
+      return st;
+    }
+    log_.Info(action == Action::kNewCa ? "made a new CA and serving certificate"
+                                       : "issued a new serving certificate",
+              {{"secret", absl::StrCat(options_.ns, "/", kSecretName)}});
+    return Bundle{next.ca.cert_pem, next.serving.cert_pem, next.serving.key_pem};
+  }
+  return absl::UnavailableError(
+      absl::StrCat("Secret ", options_.ns, "/", kSecretName, " kept changing under us"));
+}
+
+absl::Status CertManager::Publish(const std::string& ca_pem) {
+  if (absl::Status st = PublishConfigMap(ca_pem); !st.ok()) {
+    return st;
+  }
+  return PublishWebhook(ca_pem);
+}
+
+absl::Status CertManager::PublishConfigMap(const std::string& ca_pem) {
+  return kube::RetryOnConflict([&]() -> absl::Status {
+    const std::string path = kube::ResourcePath("v1", "configmaps", options_.ns, kCaConfigMapName);
+    absl::StatusOr<Value> cm = client_.Get(path);
+    if (absl::IsNotFound(cm.status())) {
+      Value meta = Value::EmptyMap();
+      meta.Set("name", kCaConfigMapName);
+      meta.Set("namespace", options_.ns);
+      Value data = Value::EmptyMap();
+      data.Set("ca.crt", ca_pem);
+      Value obj = Value::EmptyMap();
+      obj.Set("apiVersion", "v1");
+      obj.Set("kind", "ConfigMap");
+      obj.Set("metadata", std::move(meta));
+      obj.Set("data", std::move(data));
+      absl::Status st = client_.Create(kube::ResourcePath("v1", "configmaps", options_.ns), obj)
+                            .status();
+      // Created by another replica meanwhile: compare theirs on the next attempt.
+      return absl::IsAlreadyExists(st) ? absl::AbortedError("created meanwhile") : st;
+    }
+    if (!cm.ok()) {
+      return cm.status();
+    }
+    if (StringAt(*cm, {"data", "ca.crt"}) == ca_pem) {
+      return absl::OkStatus();
+    }
+    const Value* data = Lookup(*cm, {"data"});
+    Value updated = kube::With(*cm, "data",
+                               kube::With(data != nullptr ? *data : Value::EmptyMap(), "ca.crt",
+                                          ca_pem));
+    return client_.Update(path, updated).status();  // RBAC: get and update, no patch
+  });
+}
+
+absl::Status CertManager::PublishWebhook(const std::string& ca_pem) {
+  return kube::RetryOnConflict([&]() -> absl::Status {
+    const std::string path =
+        kube::ResourcePath("admissionregistration.k8s.io/v1", "validatingwebhookconfigurations",
+                           "", kWebhookConfigName);
+    absl::StatusOr<Value> vwc = client_.Get(path);
+    if (absl::IsNotFound(vwc.status())) {
+      log_.Info("no webhook configuration to give the CA to (yet)", {{"name", kWebhookConfigName}});
+      return absl::OkStatus();
+    }
+    if (!vwc.ok()) {
+      return vwc.status();
+    }
+    const std::string bundle = absl::Base64Escape(ca_pem);
+    const Value* hooks = Lookup(*vwc, {"webhooks"});
+    if (hooks == nullptr || !hooks->IsList()) {
+      return absl::OkStatus();
+    }
+    Value next = Value::EmptyList();
+    bool changed = false;
+    for (const Value& h : hooks->AsList()) {
+      const Value* cc = Lookup(h, {"clientConfig"});
+      Value client_config = cc != nullptr ? *cc : Value::EmptyMap();
+      if (StringAt(client_config, {"caBundle"}) != bundle) {
+        changed = true;
+        client_config = kube::With(client_config, "caBundle", bundle);
+      }
+      next.Append(kube::With(h, "clientConfig", std::move(client_config)));
+    }
+    if (!changed) {
+      return absl::OkStatus();
+    }
+    // A merge patch replaces the whole list; the resourceVersion makes it fail (409)
+    // rather than overwrite a concurrent change. RBAC grants get and patch on this name.
+    Value meta = Value::EmptyMap();
+    meta.Set("resourceVersion", StringAt(*vwc, {"metadata", "resourceVersion"}));
+    Value patch = Value::EmptyMap();
+    patch.Set("metadata", std::move(meta));
+    patch.Set("webhooks", std::move(next));
+    absl::Status st = client_.MergePatch(path, patch).status();
+    if (st.ok()) {
+      log_.Info("gave the CA to the webhook configuration", {{"name", kWebhookConfigName}});
+    }
+    return st;
+  });
+}
+
+}  // namespace kmodd::certs

@@ -1,0 +1,89 @@
+#pragma once
+
+// Self-managed certificates, so that kmodd needs no cert-manager (docs/deployment.md,
+// "Certificates without cert-manager"): the CA and serving key pair live in the Secret
+// kmodd-controller-tls, shared by every replica; the CA is published in the ConfigMap
+// kmodd-ca (for the agents) and in the caBundle of the ValidatingWebhookConfiguration
+// kmodd-module-validation (for the API server).
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/log.h"
+#include "controller/certs/pki.h"
+#include "controller/kube/client.h"
+#include "controller/kube/clock.h"
+
+namespace kmodd::certs {
+
+inline constexpr char kSecretName[] = "kmodd-controller-tls";
+inline constexpr char kCaConfigMapName[] = "kmodd-ca";
+inline constexpr char kWebhookConfigName[] = "kmodd-module-validation";
+
+inline constexpr absl::Duration kCaValidity = absl::Hours(24 * 3650);
+inline constexpr absl::Duration kServingValidity = absl::Hours(24 * 365);
+// Re-issue this long before expiry; the daily check leaves 29 days to notice a failure.
+inline constexpr absl::Duration kRenewBefore = absl::Hours(24 * 30);
+
+struct Bundle {
+  std::string ca_pem;
+  std::string cert_pem;
+  std::string key_pem;
+  bool operator==(const Bundle&) const = default;
+};
+
+// What the Secret holds: the serving pair plus the CA's key, to sign the next one.
+struct Stored {
+  KeyPair ca;
+  KeyPair serving;
+};
+
+enum class Action {
+  kKeep,            // valid for more than kRenewBefore and names every wanted SAN
+  kReissueServing,  // same CA, new serving certificate
+  kNewCa,           // nothing usable: a new CA and serving certificate
+};
+
+// Pure: what to do with what the Secret holds (nullopt: no Secret).
+Action Decide(const std::optional<Stored>& stored, const ServingNames& want, absl::Time now);
+
+// The serving names of namespace `ns`: the two Services' in-cluster DNS names, plus extras.
+ServingNames WantedNames(const std::string& ns, const std::vector<std::string>& extra_dns,
+                         const std::vector<std::string>& extra_ips);
+
+struct CertOptions {
+  std::string ns;
+  std::vector<std::string> extra_dns;
+  std::vector<std::string> extra_ips;
+};
+
+class CertManager {
+ public:
+  CertManager(kube::KubeClient& client, CertOptions options, const kube::Clock& clock,
+              Logger& log);
+
+  // Reads the Secret; creates or renews what it holds as Decide says (on a lost race,
+  // another replica's wins and is read back); returns what to serve with.
+  [[nodiscard]] absl::StatusOr<Bundle> Ensure();
+
+  // Writes `ca_pem` into ConfigMap kmodd-ca and into the caBundle of every webhook of
+  // kmodd-module-validation, when they differ. A missing webhook configuration is not an
+  // error (it is applied with the manifests, maybe later): NotFound is logged and skipped.
+  [[nodiscard]] absl::Status Publish(const std::string& ca_pem);
+
+ private:
+  absl::StatusOr<std::optional<Stored>> Read(std::string* resource_version);
+  absl::Status PublishConfigMap(const std::string& ca_pem);
+  absl::Status PublishWebhook(const std::string& ca_pem);
+
+  kube::KubeClient& client_;
+  const CertOptions options_;
+  const ServingNames names_;
+  const kube::Clock& clock_;
+  Logger& log_;
+};
+
+}  // namespace kmodd::certs

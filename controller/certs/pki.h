@@ -1,0 +1,47 @@
+#pragma once
+
+// The controller's own small PKI (OpenSSL's C API): an ECDSA P-256 CA, and serving
+// certificates it signs for the Sync server and the admission webhook. PEM in and out; no
+// OpenSSL type leaves pki.cc.
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace kmodd::certs {
+
+struct KeyPair {
+  std::string cert_pem;
+  std::string key_pem;
+};
+
+struct ServingNames {
+  std::vector<std::string> dns;
+  std::vector<std::string> ips;  // IPv4 or IPv6 literals
+};
+
+// A self-signed CA (basicConstraints CA:TRUE, keyCertSign), valid from `now` - 1 h (clock
+// skew) for `validity`.
+[[nodiscard]] absl::StatusOr<KeyPair> MakeCa(const std::string& common_name, absl::Time now,
+                                             absl::Duration validity);
+
+// A serving certificate (serverAuth, digitalSignature) for `names`, signed by `ca`.
+[[nodiscard]] absl::StatusOr<KeyPair> IssueServing(const KeyPair& ca, const std::string& common_name,
+                                                   const ServingNames& names, absl::Time now,
+                                                   absl::Duration validity);
+
+struct CertInfo {
+  absl::Time not_after;
+  std::vector<std::string> dns;
+  std::vector<std::string> ips;
+};
+
+// The expiry and subject alternative names of the first certificate in `pem`.
+[[nodiscard]] absl::StatusOr<CertInfo> ReadCert(const std::string& pem);
+
+// True when `cert_pem` is signed by `ca_pem` and `key_pem` is the key of `cert_pem`.
+bool Matches(const KeyPair& pair, const std::string& ca_pem);
+
+}  // namespace kmodd::certs

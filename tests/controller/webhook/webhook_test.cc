@@ -1,0 +1,171 @@
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "absl/strings/str_replace.h"
+#include "controller/kube/json.h"
+#include "controller/webhook/https_server.h"
+#include "controller/webhook/webhook.h"
+
+namespace kmodd::webhook {
+namespace {
+
+using kube::Lookup;
+using kube::ParseJson;
+using kube::StringAt;
+
+// A Module as the API server puts it in a review (defaults applied, managedFields cut).
+std::string ModuleJson(const std::string& mappings, const std::string& extra_meta = "") {
+  return absl::StrReplaceAll(R"({
+    "apiVersion": "kmm.sigs.x-k8s.io/v1beta1", "kind": "Module",
+    "metadata": {"name": "kmm-ci-a", "namespace": "kmm-demo", "generation": 1,
+                 "uid": "0b5c3c1e-7d1b-4a36-8c55-0d1f0c6b8f11",
+                 "creationTimestamp": "2026-01-01T00:00:00Z"EXTRA},
+    "spec": {"selector": {"node-role.kubernetes.io/worker": ""},
+             "moduleLoader": {"container": {"modprobe": {"moduleName": "kmm_ci_a"},
+                                            "kernelMappings": MAPPINGS}}}})",
+                             {{"MAPPINGS", mappings}, {"EXTRA", extra_meta}});
+}
+
+const char kGood[] = R"([{"regexp": "^.+$", "containerImage": "r.example/kmm-ci-a:$KERNEL_FULL_VERSION"}])";
+
+// The body the API server POSTs (admission.k8s.io/v1), as captured from kube-apiserver 1.34.
+std::string Review(const std::string& operation, const std::string& object,
+                   const std::string& old_object = "null") {
+  return absl::StrReplaceAll(R"({
+    "kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
+    "request": {
+      "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+      "kind": {"group": "kmm.sigs.x-k8s.io", "version": "v1beta1", "kind": "Module"},
+      "resource": {"group": "kmm.sigs.x-k8s.io", "version": "v1beta1", "resource": "modules"},
+      "requestKind": {"group": "kmm.sigs.x-k8s.io", "version": "v1beta1", "kind": "Module"},
+      "requestResource": {"group": "kmm.sigs.x-k8s.io", "version": "v1beta1", "resource": "modules"},
+      "name": "kmm-ci-a", "namespace": "kmm-demo", "operation": "OP",
+      "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]},
+      "object": OBJECT, "oldObject": OLD, "dryRun": false,
+      "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1", "fieldManager": "kubectl-client-side-apply"}
+    }})",
+                             {{"OP", operation}, {"OBJECT", object}, {"OLD", old_object}});
+}
+
+Value Respond(const std::string& body) {
+  auto out = ReviewModuleJson(body);
+  REQUIRE(out.ok());
+  auto v = ParseJson(*out);
+  REQUIRE(v.ok());
+  CHECK(StringAt(*v, {"apiVersion"}) == "admission.k8s.io/v1");
+  CHECK(StringAt(*v, {"kind"}) == "AdmissionReview");
+  CHECK(StringAt(*v, {"response", "uid"}) == "705ab4f5-6393-11e8-b7cc-42010a800002");
+  return *v;
+}
+
+bool Allowed(const Value& v) {
+  const Value* a = Lookup(v, {"response", "allowed"});
+  REQUIRE(a != nullptr);
+  return a->AsBool();
+}
+
+std::string Message(const Value& v) { return StringAt(v, {"response", "status", "message"}); }
+
+TEST_CASE("webhook allows a valid Module on create") {
+  const Value v = Respond(Review("CREATE", ModuleJson(kGood)));
+  CHECK(Allowed(v));
+  CHECK(Lookup(v, {"response", "status"}) == nullptr);
+}
+
+TEST_CASE("webhook refuses an invalid Module naming each field path") {
+  struct Row {
+    const char* what;
+    std::string mappings;
+    std::string expect;
+  };
+  const Row rows[] = {
+      {"a bad regexp", R"([{"regexp": "^(6\\.1", "containerImage": "r/x:1"}])",
+       "spec.moduleLoader.container.kernelMappings[0].regexp: "},
+      {"neither regexp nor literal", R"([{"containerImage": "r/x:1"}])",
+       "spec.moduleLoader.container.kernelMappings[0]: sets neither regexp nor literal"},
+      {"both regexp and literal",
+       R"([{"regexp": "^.+$", "containerImage": "r/x:1"}, {"regexp": "a", "literal": "b", "containerImage": "r/x:1"}])",
+       "spec.moduleLoader.container.kernelMappings[1]: sets both regexp and literal"},
+  };
+  for (const Row& row : rows) {
+    INFO(row.what);
+    const Value v = Respond(Review("CREATE", ModuleJson(row.mappings)));
+    CHECK_FALSE(Allowed(v));
+    CHECK(kube::IntAt(v, {"response", "status", "code"}) == 422);
+    CHECK(Message(v).find(row.expect) != std::string::npos);
+  }
+}
+
+TEST_CASE("webhook lists every problem, separated by semicolons") {
+  const Value v = Respond(Review(
+      "CREATE", ModuleJson(R"([{"containerImage": "r/x:1"}, {"regexp": "(", "containerImage": "r/x:1"}])")));
+  CHECK_FALSE(Allowed(v));
+  const std::string m = Message(v);
+  CHECK(m.find("kernelMappings[0]: ") != std::string::npos);
+  CHECK(m.find("; spec.moduleLoader.container.kernelMappings[1].regexp: ") != std::string::npos);
+}
+
+TEST_CASE("webhook reports a field of the wrong type by its path") {
+  const Value v = Respond(Review("CREATE", ModuleJson(R"({"regexp": "x"})")));
+  CHECK_FALSE(Allowed(v));
+  CHECK(Message(v).find("spec.moduleLoader.container.kernelMappings") != std::string::npos);
+}
+
+TEST_CASE("webhook warns about unknown fields but allows the Module") {
+  const Value v = Respond(Review(
+      "CREATE", ModuleJson(R"([{"regexp": "^.+$", "containerImage": "r/x:1", "colour": "red"}])")));
+  CHECK(Allowed(v));
+  const Value* w = Lookup(v, {"response", "warnings"});
+  REQUIRE(w != nullptr);
+  REQUIRE(w->AsList().size() == 1);
+  CHECK(w->AsList()[0].AsString().find("kernelMappings[0].colour") != std::string::npos);
+}
+
+TEST_CASE("webhook always allows an update that leaves spec unchanged") {
+  // Written under older rules: invalid today, but its finalizer must still come off.
+  const std::string bad = R"([{"containerImage": "r/x:1"}])";
+  const Value v = Respond(Review(
+      "UPDATE", ModuleJson(bad), ModuleJson(bad, R"(, "finalizers": ["kmodd.io/unload"])")));
+  CHECK(Allowed(v));
+}
+
+TEST_CASE("webhook validates an update that changes spec") {
+  const Value v = Respond(Review("UPDATE", ModuleJson(R"([{"regexp": "(", "containerImage": "r/x:1"}])"),
+                                 ModuleJson(kGood)));
+  CHECK_FALSE(Allowed(v));
+  CHECK(Message(v).find("kernelMappings[0].regexp") != std::string::npos);
+  CHECK(Allowed(Respond(Review("UPDATE", ModuleJson(kGood), ModuleJson(R"([{"containerImage": "r/x:1"}])")))));
+}
+
+TEST_CASE("webhook does not refuse a delete") {
+  CHECK(Allowed(Respond(Review("DELETE", "null", ModuleJson(R"([{"containerImage": "r/x:1"}])")))));
+}
+
+TEST_CASE("webhook answers InvalidArgument to what is not an AdmissionReview") {
+  CHECK(ReviewModuleJson("{").status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(ReviewModuleJson(R"({"apiVersion":"v1","kind":"Pod"})").status().code() ==
+        absl::StatusCode::kInvalidArgument);
+  CHECK(ReviewModuleJson(R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{}})")
+            .status()
+            .code() == absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace kmodd::webhook
+
+namespace kmodd::webhook {
+namespace {
+
+TEST_CASE("webhook routes only POST /validate-module") {
+  CHECK(RouteWebhook("GET", "/validate-module", "").status == 405);
+  CHECK(RouteWebhook("POST", "/other", "").status == 404);
+  CHECK(RouteWebhook("POST", "/validate-module?timeout=10s", "{}").status == 400);
+  const HttpsReply r = RouteWebhook("POST", "/validate-module?timeout=10s",
+                                    Review("CREATE", ModuleJson(kGood)));
+  CHECK(r.status == 200);
+  CHECK(r.content_type == "application/json");
+}
+
+}  // namespace
+}  // namespace kmodd::webhook
