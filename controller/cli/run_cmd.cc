@@ -3,34 +3,51 @@
 // written to a file. This file only wires the parts together.
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <ctime>
 #include <filesystem>
 #include <ostream>
+#include <cstdlib>
+#include <memory>
 #include <random>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/file.h"
 #include "common/log.h"
 #include "controller/cli/commands.h"
+#include "controller/kube/clock.h"
+#include "controller/kube/config.h"
+#include "controller/kube/events.h"
+#include "controller/kube/leader.h"
+#include "controller/kube/rest_client.h"
+#include "controller/server/kube_writer.h"
 #include "controller/server/hub.h"
 #include "controller/server/status_writer.h"
 #include "controller/server/sync_server.h"
 #include "controller/source/dir_source.h"
+#include "controller/source/kube_source.h"
 
 namespace kmodd::cli {
 
 namespace {
 
 constexpr char kUsage[] =
-    "usage: kmodd-controller run --modules-dir DIR [--listen HOST:PORT]\n"
+    "usage: kmodd-controller run (--modules-dir DIR |\n"
+    "                             --kubernetes [--kubeconfig FILE] --namespace NS\n"
+    "                             [--leader-elect]) [--listen HOST:PORT]\n"
     "                            (--cert FILE --key FILE --ca FILE | --insecure)\n"
     "                            [--status-file FILE] [--forget-after SECONDS]\n"
     "                            [--log-level debug|info|warn|error]\n"
     "  --modules-dir   Module manifests (*.yaml, *.yml, *.json), watched for changes\n"
+    "  --kubernetes    Modules and Nodes from the API server (in-cluster configuration,\n"
+    "                  or --kubeconfig); status, node labels and events written back\n"
+    "  --namespace     the controller's own namespace (its Lease)\n"
+    "  --leader-elect  Lease kmodd-controller; only the leader serves agents and writes\n"
     "  --listen        where agents connect (default 127.0.0.1:7443)\n"
     "  --cert, --key   the controller's certificate and key (PEM)\n"
     "  --ca            the CA that signs agents' certificates; an agent's certificate must\n"
@@ -41,6 +58,10 @@ constexpr char kUsage[] =
 
 struct RunConfig {
   std::string modules_dir;
+  bool kubernetes = false;
+  std::string kubeconfig;
+  std::string ns;
+  bool leader_elect = false;
   server::ServerOptions server;
   std::string cert_file;
   std::string key_file;
@@ -73,6 +94,14 @@ int Parse(const std::vector<std::string>& args, RunConfig& c, std::ostream& out,
     const bool has_value = i + 1 < args.size();
     if (a == "--modules-dir" && has_value) {
       c.modules_dir = args[++i];
+    } else if (a == "--kubernetes") {
+      c.kubernetes = true;
+    } else if (a == "--kubeconfig" && has_value) {
+      c.kubeconfig = args[++i];
+    } else if (a == "--namespace" && has_value) {
+      c.ns = args[++i];
+    } else if (a == "--leader-elect") {
+      c.leader_elect = true;
     } else if (a == "--listen" && has_value) {
       c.server.listen = args[++i];
     } else if (a == "--cert" && has_value) {
@@ -103,8 +132,12 @@ int Parse(const std::vector<std::string>& args, RunConfig& c, std::ostream& out,
       return 2;
     }
   }
-  if (c.modules_dir.empty()) {
-    err << "error: --modules-dir is required\n" << kUsage;
+  if (c.kubernetes == !c.modules_dir.empty()) {
+    err << "error: give either --modules-dir or --kubernetes\n" << kUsage;
+    return 2;
+  }
+  if (c.kubernetes && c.ns.empty()) {
+    err << "error: --kubernetes needs --namespace\n" << kUsage;
     return 2;
   }
   const bool any_tls = !c.cert_file.empty() || !c.key_file.empty() || !c.ca_file.empty();
@@ -120,6 +153,107 @@ int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+std::string NewRunId();
+
+std::string Identity() {
+  if (const char* pod = std::getenv("POD_NAME"); pod != nullptr && *pod != '\0') {
+    return pod;
+  }
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) == 0 && host[0] != '\0') {
+    return host;
+  }
+  return "kmodd-controller";
+}
+
+// Waits for SIGTERM or SIGINT, forgetting long-gone agents every second.
+void WaitForSignal(const sigset_t& signals, server::Hub& hub, Logger& log) {
+  const timespec tick{1, 0};
+  for (;;) {
+    const int sig = sigtimedwait(&signals, nullptr, &tick);
+    if (sig == SIGTERM || sig == SIGINT) {
+      log.Info("shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
+      return;
+    }
+    if (sig < 0 && errno != EAGAIN && errno != EINTR) {
+      log.Error("sigtimedwait failed", {{"error", ErrnoStatus(errno, "sigtimedwait", "").ToString()}});
+      return;
+    }
+    (void)hub.ForgetGone();
+  }
+}
+
+// Kubernetes mode: the hub fed by the API server, the writer writing back, the Sync server
+// serving agents only while leading.
+int RunKubernetes(const RunConfig& c, const sigset_t& signals, const std::string& run_id,
+                  Logger& log) {
+  absl::StatusOr<kube::KubeConfig> config =
+      c.kubeconfig.empty() ? kube::InClusterConfig() : kube::LoadKubeconfig(c.kubeconfig);
+  if (!config.ok()) {
+    log.Error("cannot read the Kubernetes configuration", {{"error", config.status().ToString()}});
+    return 1;
+  }
+  kube::RealClock clock;
+  absl::StatusOr<std::unique_ptr<kube::RestKubeClient>> client =
+      kube::RestKubeClient::Create(*config, clock);
+  if (!client.ok()) {
+    log.Error("cannot make the Kubernetes client", {{"error", client.status().ToString()}});
+    return 1;
+  }
+  server::HubOptions hub_options{run_id, std::chrono::seconds(c.forget_after_s)};
+  hub_options.nodes_from_api = true;
+  server::Hub hub(hub_options, NowMs, log);
+  const std::string identity = Identity();
+  std::unique_ptr<kube::LeaderElector> elector;
+  std::thread elector_thread;
+  http::Cancellation stop_electing;
+  if (c.leader_elect) {
+    hub.SetActive(false);
+    kube::LeaderElectionConfig le;
+    le.lease_namespace = c.ns;
+    le.lease_name = "kmodd-controller";
+    le.identity = identity;
+    le.on_started_leading = [&hub, &log] {
+      log.Info("started leading: serving agents and writing status");
+      hub.SetActive(true);
+    };
+    le.on_stopped_leading = [&hub, &log] {
+      log.Warn("stopped leading: ending agents' streams, writing nothing");
+      hub.SetActive(false);
+    };
+    elector = std::make_unique<kube::LeaderElector>(**client, le, clock);
+  }
+  source::KubeSource source(**client, hub, log);
+  kube::EventRecorder events(**client, clock, "kmodd-controller", identity);
+  server::KubeWriter writer(**client, hub, source, events,
+                            [&elector] { return !elector || elector->IsLeader(); }, log);
+  source.Start();
+  server::SyncServer sync(hub, c.server, log);
+  if (absl::Status st = sync.Start(); !st.ok()) {
+    log.Error("cannot start the sync server", {{"error", st.ToString()}});
+    source.Stop();
+    return 1;
+  }
+  if (elector) {
+    elector_thread = std::thread([&elector, &stop_electing] { elector->Run(stop_electing); });
+  }
+  writer.Start();
+  log.Info("controller running (Kubernetes)", {{"run", run_id},
+                                               {"namespace", c.ns},
+                                               {"identity", identity},
+                                               {"leaderElect", c.leader_elect},
+                                               {"port", static_cast<int64_t>(sync.port())}});
+  WaitForSignal(signals, hub, log);
+  writer.Stop();
+  sync.Shutdown();
+  source.Stop();
+  if (elector) {
+    stop_electing.Cancel();  // Run releases the lease: the next leader need not wait
+    elector_thread.join();
+  }
+  return 0;
 }
 
 std::string NewRunId() {
@@ -159,6 +293,9 @@ int RunCommand(const std::vector<std::string>& args, std::ostream& out, std::ost
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   const std::string run_id = NewRunId();
+  if (c.kubernetes) {
+    return RunKubernetes(c, signals, run_id, log);
+  }
   server::Hub hub({run_id, std::chrono::seconds(c.forget_after_s)}, NowMs, log);
 
   std::error_code ec;
@@ -184,19 +321,7 @@ int RunCommand(const std::vector<std::string>& args, std::ostream& out, std::ost
                                   {"modulesDir", c.modules_dir},
                                   {"statusFile", c.status_file}});
 
-  const timespec tick{1, 0};
-  for (;;) {
-    const int sig = sigtimedwait(&signals, nullptr, &tick);
-    if (sig == SIGTERM || sig == SIGINT) {
-      log.Info("shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
-      break;
-    }
-    if (sig < 0 && errno != EAGAIN && errno != EINTR) {
-      log.Error("sigtimedwait failed", {{"error", ErrnoStatus(errno, "sigtimedwait", "").ToString()}});
-      break;
-    }
-    (void)hub.ForgetGone();
-  }
+  WaitForSignal(signals, hub, log);
   modules.Stop();
   sync.Shutdown();
   status.Stop();

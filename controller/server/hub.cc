@@ -25,6 +25,18 @@ void Hub::PushLocked(const std::string& name, Entry& e) {
     } else {
       d->set_version(absl::StrCat(options_.run_id, "-", ++seq_));
     }
+    if (p) {
+      for (const auto& dm : p->modules) {
+        const auto& secret = dm.module->spec.image_repo_secret;
+        if (!secret || secret->name.empty()) {
+          continue;
+        }
+        const std::string key = absl::StrCat(dm.module->metadata.namespace_, "/", secret->name);
+        if (auto it = pull_secrets_.find(key); it != pull_secrets_.end()) {
+          (*d->mutable_pull_secrets())[key] = it->second;
+        }
+      }
+    }
     e.desired = std::move(d);
     e.stale = false;
   }
@@ -40,7 +52,7 @@ size_t Hub::PushChangedLocked(const std::vector<std::string>& nodes) {
       continue;
     }
     it->second.stale = true;
-    if (serving_ && it->second.stream != nullptr) {
+    if (PushableLocked(it->second)) {
       PushLocked(name, it->second);
       ++pushed;
     }
@@ -106,6 +118,10 @@ absl::Status Hub::Hello(AgentStream* stream, const v1::NodeInfo& info) {
         "the first report of a stream must carry node.name (the hello)");
   }
   std::lock_guard lock(mu_);
+  if (!active_) {
+    return absl::UnavailableError(
+        "this controller replica is not the leader; reconnect to reach the leader");
+  }
   const std::string& name = info.name();
   Entry& e = nodes_[name];
   if (e.stream != nullptr && e.stream != stream) {
@@ -121,8 +137,13 @@ absl::Status Hub::Hello(AgentStream* stream, const v1::NodeInfo& info) {
   e.record.kernel_release = info.kernel_release();
   e.record.boot_id = info.boot_id();
   e.record.agent_version = info.agent_version();
-  SetNodeLocked(e, NodeFromInfo(info));
-  if (serving_) {
+  if (!options_.nodes_from_api) {
+    SetNodeLocked(e, NodeFromInfo(info));
+  } else if (!e.from_api) {
+    log_.Warn("agent connected for a node the API does not list; it is sent nothing",
+              {{"node", name}});
+  }
+  if (PushableLocked(e)) {
     PushLocked(name, e);
   }
   log_.Info("agent connected", {{"node", name},
@@ -149,8 +170,10 @@ absl::Status Hub::Report(AgentStream* stream, const v1::NodeReport& report) {
     e.record.kernel_release = report.node().kernel_release();
     e.record.boot_id = report.node().boot_id();
     e.record.agent_version = report.node().agent_version();
-    SetNodeLocked(e, NodeFromInfo(report.node()));
-    if (serving_ && e.stale) {
+    if (!options_.nodes_from_api) {
+      SetNodeLocked(e, NodeFromInfo(report.node()));
+    }
+    if (PushableLocked(e) && e.stale) {
       PushLocked(name, e);
     }
   }
@@ -173,6 +196,12 @@ absl::Status Hub::Report(AgentStream* stream, const v1::NodeReport& report) {
     if (before == e.record.modules.end() || before->phase != m.phase) {
       // Debug: the timeline of one module on one node (benchmarks read it).
       log_.Debug("module phase", {{"node", name}, {"module", m.key}, {"phase", m.phase}});
+    }
+  }
+  for (const ReportedModule& old : e.record.modules) {
+    if (std::none_of(modules.begin(), modules.end(),
+                     [&](const ReportedModule& m) { return m.key == old.key; })) {
+      log_.Debug("module phase", {{"node", name}, {"module", old.key}, {"phase", "Gone"}});
     }
   }
   e.record.modules = std::move(modules);
@@ -204,7 +233,7 @@ size_t Hub::ForgetGone() {
   size_t forgotten = 0;
   for (auto it = nodes_.begin(); it != nodes_.end();) {
     const NodeRecord& r = it->second.record;
-    if (!r.connected && r.since_unix_ms < cutoff) {
+    if (!it->second.from_api && !r.connected && r.since_unix_ms < cutoff) {
       log_.Info("node forgotten after its agent stayed away",
                 {{"node", it->first}, {"disconnectedSince", Rfc3339(r.since_unix_ms)}});
       (void)planner_.RemoveNode(it->first);
@@ -218,6 +247,103 @@ size_t Hub::ForgetGone() {
     ChangedLocked();
   }
   return forgotten;
+}
+
+bool Hub::PushableLocked(const Entry& e) const {
+  return serving_ && active_ && e.stream != nullptr && (!options_.nodes_from_api || e.from_api);
+}
+
+void Hub::SetApiNode(api::Node node) {
+  std::lock_guard lock(mu_);
+  const std::string name = node.metadata.name;
+  Entry& e = nodes_[name];
+  e.record.name = name;
+  if (!e.from_api) {
+    e.from_api = true;
+    e.desired.reset();  // the planner must see it even when equal to a stale copy
+    if (e.record.since_unix_ms == 0) {
+      e.record.since_unix_ms = now_ms_();
+    }
+  }
+  SetNodeLocked(e, std::move(node));
+  if (e.stale && PushableLocked(e)) {
+    PushLocked(name, e);
+  }
+  ChangedLocked();
+}
+
+void Hub::RemoveApiNode(const std::string& name) {
+  std::lock_guard lock(mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end() || !it->second.from_api) {
+    return;
+  }
+  (void)planner_.RemoveNode(name);
+  if (it->second.stream == nullptr) {
+    nodes_.erase(it);
+  } else {
+    // Its agent keeps what it runs: a deleted Node object is not an order to unload.
+    it->second.from_api = false;
+    it->second.node = api::Node{};
+    it->second.desired.reset();
+    it->second.stale = true;
+  }
+  ChangedLocked();
+}
+
+void Hub::SetPullSecret(const std::string& key, std::optional<std::string> docker_config) {
+  std::lock_guard lock(mu_);
+  auto it = pull_secrets_.find(key);
+  if (docker_config ? (it != pull_secrets_.end() && it->second == *docker_config)
+                    : it == pull_secrets_.end()) {
+    return;
+  }
+  if (docker_config) {
+    pull_secrets_[key] = *std::move(docker_config);
+  } else {
+    pull_secrets_.erase(it);
+  }
+  std::vector<std::string> changed;
+  for (const auto& [name, e] : nodes_) {
+    std::optional<plan::NodePlan> p = planner_.PlanFor(name);
+    if (!p) {
+      continue;
+    }
+    for (const auto& dm : p->modules) {
+      const auto& s = dm.module->spec.image_repo_secret;
+      if (s && absl::StrCat(dm.module->metadata.namespace_, "/", s->name) == key) {
+        changed.push_back(name);
+        break;
+      }
+    }
+  }
+  (void)PushChangedLocked(changed);
+  ChangedLocked();
+}
+
+void Hub::SetActive(bool active) {
+  std::lock_guard lock(mu_);
+  if (active_ == active) {
+    return;
+  }
+  active_ = active;
+  if (!active) {
+    for (auto& [name, e] : nodes_) {
+      if (e.stream != nullptr) {
+        e.stream->Close(absl::UnavailableError("this controller replica stopped leading"));
+        e.stream = nullptr;
+        e.record.connected = false;
+        e.record.since_unix_ms = now_ms_();
+      }
+    }
+    streams_.clear();
+  }
+  ChangedLocked();
+}
+
+bool Hub::active() {
+  std::lock_guard lock(mu_);
+  return active_;
 }
 
 uint64_t Hub::WaitForChange(uint64_t seen, std::chrono::steady_clock::time_point deadline) {

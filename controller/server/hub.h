@@ -49,6 +49,10 @@ struct HubOptions {
   std::string run_id;  // the "<run id>" of every version this run sends
   // A node whose agent has been away this long is forgotten (its plan dropped).
   std::chrono::milliseconds forget_after = std::chrono::minutes(10);
+  // Kubernetes mode: nodes are the API's Node objects (SetApiNode). A hello supplies only
+  // the connection; its labels and kernel never reach the planner, and a node the API does
+  // not list is sent nothing (its agent keeps what it runs).
+  bool nodes_from_api = false;
 };
 
 class Hub {
@@ -70,8 +74,20 @@ class Hub {
   // The stream ended. The node keeps its plan and its last report, marked disconnected.
   void Goodbye(AgentStream* stream);
 
-  // Forgets the nodes away for longer than forget_after; returns how many.
+  // Forgets the nodes away for longer than forget_after; returns how many. Nodes the API
+  // lists are never forgotten: they are planning targets whether or not an agent is there.
   size_t ForgetGone();
+
+  // Kubernetes mode: a Node as the API has it (labels, taints, nodeInfo), and its removal.
+  void SetApiNode(api::Node node);
+  void RemoveApiNode(const std::string& name);
+  // Kubernetes mode: the .dockerconfigjson of a pull secret ("<namespace>/<name>"), or
+  // nullopt when it cannot be read. Nodes whose plan names it are pushed again.
+  void SetPullSecret(const std::string& key, std::optional<std::string> docker_config);
+  // Leader election: an inactive hub refuses hellos (UNAVAILABLE, so that agents reconnect
+  // and reach the leader) and, on becoming inactive, ends every stream. Active by default.
+  void SetActive(bool active);
+  bool active();
 
   // Blocks until the status changed after change number `seen`, or until `deadline`;
   // returns the current change number.
@@ -90,6 +106,7 @@ class Hub {
     AgentStream* stream = nullptr;   // null while disconnected
     std::shared_ptr<const v1::NodeDesired> desired;  // the last one built
     bool stale = true;               // the plan changed since `desired` was built
+    bool from_api = false;           // Kubernetes mode: the API lists this node
   };
 
   // Marks the nodes' plans changed and pushes to the connected ones (once serving);
@@ -98,6 +115,8 @@ class Hub {
   void PushLocked(const std::string& name, Entry& e);
   void SetNodeLocked(Entry& e, api::Node node);
   void ChangedLocked();
+  // Whether the node may be sent a desired state now.
+  bool PushableLocked(const Entry& e) const;
 
   const HubOptions options_;
   const Clock now_ms_;
@@ -108,6 +127,8 @@ class Hub {
   uint64_t changes_ = 0;
   uint64_t seq_ = 0;
   bool serving_ = false;  // the source has been read once without errors
+  bool active_ = true;
+  std::map<std::string, std::string> pull_secrets_;  // "<namespace>/<name>" -> dockerconfigjson
   plan::Planner planner_;
   std::map<std::string, api::Module> modules_;  // in force, by key (for the status)
   std::vector<api::Diagnostic> errors_;

@@ -1,0 +1,323 @@
+#include "controller/server/kube_writer.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "controller/kube/json.h"
+
+namespace kmodd::server {
+
+namespace {
+
+constexpr char kPrefix[] = "kmm.node.kubernetes.io/";
+constexpr char kModulesGroupVersion[] = "kmm.sigs.x-k8s.io/v1beta1";
+
+std::string ModulePath(const std::string& ns, const std::string& name) {
+  return kube::ResourcePath(kModulesGroupVersion, "modules", ns, name);
+}
+
+}  // namespace
+
+std::string ReadyLabel(const std::string& ns, const std::string& name) {
+  return absl::StrCat(kPrefix, ns, ".", name, ".ready");
+}
+
+std::string VersionReadyLabel(const std::string& ns, const std::string& name) {
+  return absl::StrCat(kPrefix, ns, ".", name, ".version.ready");
+}
+
+bool IsOwnedLabel(const std::string& key) {
+  if (key == kKernelVersionLabel) {
+    return true;
+  }
+  if (!absl::StartsWith(key, kPrefix)) {
+    return false;
+  }
+  // <ns>.<name>.ready and <ns>.<name>.version.ready; not version-module.* (the user's),
+  // not .device-plugin-ready (a device plugin's).
+  const std::string rest = key.substr(sizeof(kPrefix) - 1);
+  return absl::EndsWith(rest, ".ready") && !absl::StartsWith(rest, "version-module.") &&
+         std::count(rest.begin(), rest.end(), '.') >= 2;
+}
+
+Labels DesiredLabels(const NodeRecord& node) {
+  Labels out;
+  for (const ReportedModule& m : node.modules) {
+    if (m.phase != "Loaded") {
+      continue;
+    }
+    const size_t slash = m.key.find('/');
+    if (slash == std::string::npos) {
+      continue;
+    }
+    const std::string ns = m.key.substr(0, slash);
+    const std::string name = m.key.substr(slash + 1);
+    out[ReadyLabel(ns, name)] = "";
+    if (!m.version.empty()) {
+      out[VersionReadyLabel(ns, name)] = m.version;
+    }
+  }
+  if (!out.empty() && !node.kernel_release.empty()) {
+    out[kKernelVersionLabel] = node.kernel_release;
+  }
+  return out;
+}
+
+std::optional<Value> LabelPatch(const Labels& current, const Labels& desired) {
+  Value labels = Value::EmptyMap();
+  bool any = false;
+  for (const auto& [k, v] : current) {
+    if (IsOwnedLabel(k) && desired.count(k) == 0) {
+      labels.Set(k, nullptr);
+      any = true;
+    }
+  }
+  for (const auto& [k, v] : desired) {
+    auto it = current.find(k);
+    if (it == current.end() || it->second != v) {
+      labels.Set(k, v);
+      any = true;
+    }
+  }
+  if (!any) {
+    return std::nullopt;
+  }
+  return Value(Value::Map{{"metadata", Value(Value::Map{{"labels", std::move(labels)}})}});
+}
+
+Value ModuleStatusValue(const ModuleState& m) {
+  Value loader = Value::EmptyMap();
+  loader.Set("nodesMatchingSelectorNumber", m.module_loader.nodes_matching_selector_number);
+  loader.Set("desiredNumber", m.module_loader.desired_number);
+  loader.Set("availableNumber", m.module_loader.available_number);
+  Value conditions = Value::EmptyList();
+  for (const auto& c : m.conditions) {
+    conditions.Append(Value::Map{
+        {"type", c.type}, {"status", c.status}, {"reason", c.reason}, {"message", c.message}});
+  }
+  // Every matching node's row: KMM only counts; kmodd says which node failed and why.
+  Value nodes = Value::EmptyList();
+  for (const auto& r : m.nodes) {
+    Value row = Value::EmptyMap();
+    row.Set("node", r.node);
+    row.Set("phase", r.phase);
+    row.Set("message", r.message);
+    if (!r.image_digest.empty()) {
+      row.Set("imageDigest", r.image_digest);
+    }
+    if (r.since_unix_ms > 0) {
+      row.Set("since", Rfc3339(r.since_unix_ms));
+    }
+    nodes.Append(std::move(row));
+  }
+  Value status = Value::EmptyMap();
+  status.Set("moduleLoader", std::move(loader));
+  status.Set("conditions", std::move(conditions));
+  status.Set("nodes", std::move(nodes));
+  return status;
+}
+
+FinalizerAction NextFinalizerAction(const source::ModuleMeta& m, bool still_reported) {
+  const bool has = std::find(m.finalizers.begin(), m.finalizers.end(), kFinalizer) !=
+                   m.finalizers.end();
+  if (!m.deleting) {
+    return has ? FinalizerAction::kNone : FinalizerAction::kAdd;
+  }
+  return has && !still_reported ? FinalizerAction::kRemove : FinalizerAction::kNone;
+}
+
+Value FinalizerPatch(const source::ModuleMeta& m, FinalizerAction action) {
+  Value list = Value::EmptyList();
+  for (const auto& f : m.finalizers) {
+    if (f != kFinalizer) {
+      list.Append(f);
+    }
+  }
+  if (action == FinalizerAction::kAdd) {
+    list.Append(kFinalizer);
+  }
+  // A merge patch replaces the whole list: the resourceVersion makes it apply only over
+  // the list it was computed from (409 otherwise, and the next pass recomputes).
+  return Value(Value::Map{
+      {"metadata", Value(Value::Map{{"finalizers", std::move(list)},
+                                    {"resourceVersion", m.resource_version}})}});
+}
+
+KubeWriter::KubeWriter(kube::KubeClient& client, Hub& hub, source::KubeSource& source,
+                       kube::EventRecorder& events, std::function<bool()> is_leader,
+                       Logger& log)
+    : client_(client),
+      hub_(hub),
+      source_(source),
+      events_(events),
+      is_leader_(std::move(is_leader)),
+      log_(log) {}
+
+KubeWriter::~KubeWriter() { Stop(); }
+
+void KubeWriter::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
+
+void KubeWriter::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  hub_.WakeAll();
+  if (thread_.joinable()) {
+    thread_.join();
+  }
+}
+
+void KubeWriter::Run() {
+  uint64_t seen = 0;
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) {
+        return;
+      }
+    }
+    // A tick even without hub changes: finalizers wait on the API too, and a failed write
+    // is retried.
+    seen = hub_.WaitForChange(seen, std::chrono::steady_clock::now() + std::chrono::seconds(1));
+    SyncOnce();
+  }
+}
+
+void KubeWriter::SyncOnce() {
+  const bool leader = is_leader_();
+  if (!leader) {
+    if (was_leader_) {
+      applied_.clear();
+      statuses_.clear();
+    }
+    was_leader_ = false;
+    return;
+  }
+  was_leader_ = true;
+  if (!source_.Synced()) {
+    return;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (now - applied_since_ > kRecheck) {
+    applied_.clear();
+    applied_since_ = now;
+  }
+  const ControllerStatus st = hub_.Status();
+  SyncLabels(st);  // first: a label is what users wait on
+  SyncStatus(st);
+  SyncFinalizers(st);
+}
+
+void KubeWriter::Event(const source::NodeMeta& node, const char* reason,
+                       const std::string& label, const Labels& desired) {
+  // <prefix><ns>.<name>.ready -> ns/name
+  std::string mod = label.substr(sizeof(kPrefix) - 1);
+  mod = mod.substr(0, mod.size() - std::string(".ready").size());
+  std::string message = absl::StrCat(
+      "Module ", mod, reason == std::string("ModuleLoaded") ? " loaded" : " unloaded");
+  const std::string version_key =
+      label.substr(0, label.size() - std::string(".ready").size()) + ".version.ready";
+  if (auto v = desired.find(version_key); v != desired.end()) {
+    absl::StrAppend(&message, " at version ", v->second);
+  }
+  kube::ObjectReference ref{"v1", "Node", "", node.name, node.uid};
+  if (absl::Status s = events_.Record(ref, kube::kEventNormal, reason, message); !s.ok()) {
+    log_.Warn("cannot record a Node event", {{"node", node.name}, {"error", s.ToString()}});
+  }
+}
+
+void KubeWriter::SyncLabels(const ControllerStatus& st) {
+  for (const NodeRecord& rec : st.nodes) {
+    std::optional<source::NodeMeta> node = source_.Node(rec.name);
+    if (!node) {
+      continue;  // not a Node the API lists
+    }
+    const Labels desired = DesiredLabels(rec);
+    if (auto a = applied_.find(rec.name); a != applied_.end() && a->second == desired) {
+      continue;  // patched already; the watch may not have brought it back yet
+    }
+    std::optional<Value> patch = LabelPatch(node->labels, desired);
+    if (patch) {
+      absl::StatusOr<Value> r =
+          client_.MergePatch(kube::ResourcePath("v1", "nodes", "", rec.name), *patch);
+      if (!r.ok()) {
+        log_.Warn("cannot label a node", {{"node", rec.name}, {"error", r.status().ToString()}});
+        continue;
+      }
+      log_.Info("node labels updated", {{"node", rec.name}, {"patch", ToJsonLine(*patch)}});
+      for (const auto& [k, v] : desired) {
+        if (absl::EndsWith(k, ".ready") && !absl::EndsWith(k, ".version.ready") &&
+            node->labels.count(k) == 0) {
+          Event(*node, "ModuleLoaded", k, desired);
+        }
+      }
+      for (const auto& [k, v] : node->labels) {
+        if (IsOwnedLabel(k) && absl::EndsWith(k, ".ready") &&
+            !absl::EndsWith(k, ".version.ready") && desired.count(k) == 0) {
+          Event(*node, "ModuleUnloaded", k, node->labels);
+        }
+      }
+    }
+    applied_[rec.name] = desired;
+  }
+}
+
+void KubeWriter::SyncStatus(const ControllerStatus& st) {
+  for (const ModuleState& m : st.modules) {
+    const std::string key = absl::StrCat(m.namespace_, "/", m.name);
+    const Value status = ModuleStatusValue(m);
+    std::string json = ToJsonLine(status);
+    if (auto it = statuses_.find(key); it != statuses_.end() && it->second == json) {
+      continue;
+    }
+    absl::StatusOr<Value> r = kube::UpdateStatus(client_, ModulePath(m.namespace_, m.name), status);
+    if (!r.ok()) {
+      if (!absl::IsNotFound(r.status())) {
+        log_.Warn("cannot write a Module's status",
+                  {{"module", key}, {"error", r.status().ToString()}});
+      }
+      continue;
+    }
+    statuses_[key] = std::move(json);
+  }
+}
+
+void KubeWriter::SyncFinalizers(const ControllerStatus& st) {
+  std::set<std::string> reported;  // Modules some connected agent still reports
+  for (const NodeRecord& n : st.nodes) {
+    if (!n.connected) {
+      continue;
+    }
+    for (const ReportedModule& m : n.modules) {
+      reported.insert(m.key);
+    }
+  }
+  for (const source::ModuleMeta& m : source_.Modules()) {
+    const FinalizerAction action = NextFinalizerAction(m, reported.count(m.Key()) != 0);
+    if (action == FinalizerAction::kNone) {
+      continue;
+    }
+    absl::StatusOr<Value> r =
+        client_.MergePatch(ModulePath(m.ns, m.name), FinalizerPatch(m, action));
+    if (!r.ok()) {
+      if (!absl::IsAborted(r.status()) && !absl::IsNotFound(r.status())) {
+        log_.Warn("cannot update a Module's finalizers",
+                  {{"module", m.Key()}, {"error", r.status().ToString()}});
+      }
+      continue;
+    }
+    if (action == FinalizerAction::kRemove) {
+      statuses_.erase(m.Key());
+      log_.Info("Module unloaded from every connected node; finalizer removed",
+                {{"module", m.Key()}});
+    }
+  }
+}
+
+}  // namespace kmodd::server

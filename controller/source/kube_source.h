@@ -1,0 +1,109 @@
+#pragma once
+
+// Kubernetes mode's source: Modules (modules.kmm.sigs.x-k8s.io/v1beta1, every namespace)
+// and Nodes from the API server through list/watch, fed to the Hub; and the pull Secrets
+// that Modules name in imageRepoSecret, read by name (never listed or watched) when such a
+// Module is seen and again every few minutes, and handed to the Hub, which sends each only
+// to the nodes whose plan runs a Module that names it.
+//
+// Nodes are synced before the first Module update reaches the Hub, so the Hub's first
+// plan (and so the first push) is made from every Node and every Module. A Module being
+// deleted (deletionTimestamp set) leaves the plan at once: its nodes are told to unload it;
+// the KubeWriter removes the finalizer once they report it gone.
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/http/cancel.h"
+#include "common/log.h"
+#include "common/value.h"
+#include "controller/api/module.h"
+#include "controller/api/node.h"
+#include "controller/kube/client.h"
+#include "controller/server/hub.h"
+
+namespace kmodd::source {
+
+// What the writer needs to know about one Module object besides its plan.
+struct ModuleMeta {
+  std::string ns;
+  std::string name;
+  std::string uid;
+  std::string resource_version;
+  std::vector<std::string> finalizers;
+  bool deleting = false;  // deletionTimestamp set
+  std::string Key() const { return ns + "/" + name; }
+};
+
+struct NodeMeta {
+  std::string name;
+  std::string uid;
+  std::map<std::string, std::string> labels;
+};
+
+// Conversions, pure, for tests. A Module or Node object as the API returns it (list items
+// lack kind and apiVersion; both are filled in). Errors name the object and the field.
+[[nodiscard]] absl::StatusOr<api::Module> ModuleFromObject(const Value& object);
+[[nodiscard]] absl::StatusOr<api::Node> NodeFromObject(const Value& object);
+ModuleMeta ModuleMetaFromObject(const Value& object);
+// The .dockerconfigjson of a kubernetes.io/dockerconfigjson Secret, decoded.
+[[nodiscard]] absl::StatusOr<std::string> DockerConfigFromSecret(const Value& secret);
+
+class KubeSource {
+ public:
+  KubeSource(kube::KubeClient& client, server::Hub& hub, Logger& log);
+  ~KubeSource();
+  KubeSource(const KubeSource&) = delete;
+  KubeSource& operator=(const KubeSource&) = delete;
+
+  // Starts the watches on their own threads.
+  void Start();
+  void Stop();
+
+  // Snapshots for the writer (thread-safe).
+  std::vector<ModuleMeta> Modules();
+  std::optional<NodeMeta> Node(const std::string& name);
+  // True once both collections have been listed.
+  bool Synced() const { return modules_synced_.load(); }
+
+  static constexpr std::chrono::minutes kSecretRefresh{3};
+
+ private:
+  void RunNodes();
+  void RunModules();
+  void RunSecrets();
+  void OnNodeSync(const std::vector<Value>& objects);
+  void OnNodeEvent(kube::EventType type, const Value& object);
+  void OnModuleSync(const std::vector<Value>& objects);
+  void OnModuleEvent(kube::EventType type, const Value& object);
+  // Decodes, remembers and returns the change to apply for one object (not yet applied).
+  void Absorb(const Value& object, ModuleChanges& changes);
+  void Forget(const std::string& key, ModuleChanges& changes);
+  // Reads the secrets the planned Modules name, then applies `changes` to the Hub.
+  void Apply(ModuleChanges changes);
+  void RefreshSecret(const std::string& key);
+
+  kube::KubeClient& client_;
+  server::Hub& hub_;
+  Logger& log_;
+  http::Cancellation stop_;
+  std::thread nodes_thread_;
+  std::thread modules_thread_;
+  std::thread secrets_thread_;
+  std::atomic<bool> nodes_synced_{false};
+  std::atomic<bool> modules_synced_{false};
+
+  std::mutex mu_;
+  std::map<std::string, ModuleMeta> metas_;          // every Module object, by key
+  std::map<std::string, std::string> planned_rv_;    // Modules in the plan: resourceVersion
+  std::map<std::string, std::string> secret_of_;     // Module key -> "<ns>/<secret>"
+  std::map<std::string, NodeMeta> nodes_;
+};
+
+}  // namespace kmodd::source

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# `kmodd-controller run --kubernetes` against a real kube-apiserver (tools/kube) with
+# simulated agents (kmodd-loadgen) for three kubelet-less Node objects: Module status,
+# the KMM node labels and Events, the finalizer on delete (and how long after the agents'
+# unload report the labels go), an API server restart, and leader failover.
+# Without the harness (tools/kube/setup) it fails, never skips.
+#
+# usage: kube_mode_test.sh BIN_DIR SOURCE_DIR
+set -euo pipefail
+
+bin=$1
+src=$2
+dir=$(mktemp -d /tmp/kmodd-kube-mode-XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  "$src/tools/kube/stop" "$dir/kube" >/dev/null 2>&1 || true
+  if [[ ${KEEP:-} == "" ]]; then rm -rf "$dir"; else echo "kept $dir" >&2; fi
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; for f in "$dir"/*.log; do echo "--- $f" >&2; tail -n 30 "$f" >&2; done; exit 1; }
+step() { echo "== $*"; }
+
+if ! "$src/tools/kube/start" "$dir/kube" >/dev/null; then
+  echo "kube_mode_test: tools/kube/start failed (run tools/kube/setup first)" >&2
+  exit 1
+fi
+# shellcheck disable=SC1091
+source "$dir/kube/env"
+k() { kubectl --kubeconfig "$KMODD_KUBE_KUBECONFIG" "$@"; }
+
+# Polls `cmd` every 0.1 s until it succeeds, at most $1 seconds.
+until_ok() {
+  local limit=$1; shift
+  local end=$((SECONDS + limit))
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < end)) || return 1
+    sleep 0.1
+  done
+}
+
+step "CRD, namespaces, three Nodes"
+k apply -f "$src/deploy/crd/kmm.sigs.x-k8s.io_modules.yaml" >/dev/null
+k wait --for condition=Established crd/modules.kmm.sigs.x-k8s.io --timeout=60s >/dev/null
+k create namespace kmodd-system >/dev/null
+k create namespace kmm-demo >/dev/null
+for i in 0 1 2; do
+  role=worker; [[ $i == 2 ]] && role=infra
+  k create -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Node
+metadata:
+  name: sim-$i
+  labels: {kubernetes.io/hostname: sim-$i, role: $role}
+YAML
+  k patch node "sim-$i" --subresource=status --type=merge -p \
+    "{\"status\":{\"nodeInfo\":{\"kernelVersion\":\"6.1.0-27-cloud-amd64\",\"bootID\":\"boot-$i\",\"architecture\":\"amd64\",\"machineID\":\"m\",\"systemUUID\":\"u\",\"kubeProxyVersion\":\"\",\"kubeletVersion\":\"\",\"containerRuntimeVersion\":\"\",\"operatingSystem\":\"linux\",\"osImage\":\"sim\"}}}" >/dev/null
+done
+
+start_controller() {  # NAME [extra flags...]
+  local name=$1; shift
+  POD_NAME=$name "$bin/kmodd-controller" run --kubernetes --kubeconfig "$KMODD_KUBE_KUBECONFIG" \
+    --namespace kmodd-system --listen 127.0.0.1:0 --insecure --log-level debug "$@" \
+    2>"$dir/$name.log" &
+  pids+=($!)
+  eval "${name//-/_}_pid=$!"
+  until_ok 20 grep -q '"controller running (Kubernetes)"' "$dir/$name.log" || fail "$name did not start"
+}
+port_of() { grep -o '"sync server listening".*' "$dir/$1.log" | grep -o '"port":[0-9]*' | head -1 | cut -d: -f2; }
+start_agents() {  # NAME PORT
+  "$bin/kmodd-loadgen" --controller "127.0.0.1:$2" --agents 3 --name-prefix sim- --insecure \
+    --kernel 6.1.0-27-cloud-amd64 >"$dir/$1.log" 2>&1 &
+  pids+=($!)
+  eval "${1//-/_}_pid=$!"
+}
+module() {  # NAME
+  k apply -f - >/dev/null <<YAML
+apiVersion: kmm.sigs.x-k8s.io/v1beta1
+kind: Module
+metadata: {name: $1, namespace: kmm-demo}
+spec:
+  selector: {role: worker}
+  moduleLoader:
+    container:
+      modprobe: {moduleName: kmm_ci_a}
+      kernelMappings:
+        - {regexp: '^.+$', containerImage: '127.0.0.1:5000/kmm-ci-a:\$KERNEL_FULL_VERSION'}
+YAML
+}
+loader() { k get module -n kmm-demo "$1" -o jsonpath='{.status.moduleLoader.nodesMatchingSelectorNumber}/{.status.moduleLoader.desiredNumber}/{.status.moduleLoader.availableNumber}'; }
+ready_nodes() { k get nodes -l "kmm.node.kubernetes.io/kmm-demo.$1.ready" -o jsonpath='{.items[*].metadata.name}'; }
+status_is() { [[ $(loader "$1") == "$2" ]]; }
+ready_is() { [[ $(ready_nodes "$1") == "$2" ]]; }
+
+step "controller and agents"
+start_controller ctl-a
+start_agents agents-a "$(port_of ctl-a)"
+until_ok 20 grep -q "connected 3" "$dir/agents-a.log" || fail "agents did not connect"
+
+step "a Module selecting sim-0 and sim-1: status, labels, events, finalizer"
+module kmm-ci-a
+until_ok 20 status_is kmm-ci-a 2/2/2 || fail "status.moduleLoader is $(loader kmm-ci-a), want 2/2/2"
+until_ok 10 ready_is kmm-ci-a "sim-0 sim-1" || fail "ready labels on '$(ready_nodes kmm-ci-a)'"
+[[ $(k get node sim-0 -o jsonpath='{.metadata.labels.kmm\.node\.kubernetes\.io/kernel-version\.full}') == 6.1.0-27-cloud-amd64 ]] ||
+  fail "no kernel version label"
+[[ $(k get node sim-2 -o json | jq '[.metadata.labels | keys[] | select(startswith("kmm.node"))] | length') == 0 ]] ||
+  fail "sim-2 has kmm labels"
+until_ok 10 bash -c "kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get events -n default --field-selector reason=ModuleLoaded -o name | wc -l | grep -qx 2" ||
+  fail "ModuleLoaded events: $(k get events -n default -o wide)"
+[[ $(k get module -n kmm-demo kmm-ci-a -o jsonpath='{.metadata.finalizers}') == *kmodd.io/unload* ]] || fail "no finalizer"
+[[ $(k get module -n kmm-demo kmm-ci-a -o jsonpath='{.status.conditions[?(@.type=="Available")].status}') == True ]] ||
+  fail "Available is not True"
+
+step "delete it: unloaded first, labels gone within a second of the agents' report, then gone"
+k delete module -n kmm-demo kmm-ci-a --wait=false >/dev/null
+until_ok 20 bash -c "! kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get module -n kmm-demo kmm-ci-a" || fail "Module still there"
+[[ -z $(ready_nodes kmm-ci-a) ]] || fail "ready labels left: $(ready_nodes kmm-ci-a)"
+[[ $(k get nodes -o json | jq '[.items[].metadata.labels | keys[] | select(startswith("kmm.node"))] | length') == 0 ]] ||
+  fail "kmm labels left on nodes"
+until_ok 10 bash -c "kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get events -n default --field-selector reason=ModuleUnloaded -o name | wc -l | grep -qx 2" ||
+  fail "ModuleUnloaded events"
+python3 - "$dir/ctl-a.log" <<'PY'
+import json, sys, datetime
+def t(s): return datetime.datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
+gone, removed = {}, {}
+for line in open(sys.argv[1]):
+    try: e = json.loads(line)
+    except ValueError: continue
+    if e.get("msg") == "module phase" and e.get("phase") == "Gone":
+        gone[e["node"]] = t(e["ts"])
+    if e.get("msg") == "node labels updated" and "null" in e.get("patch", ""):
+        removed[e["node"]] = t(e["ts"])
+lat = {n: round((removed[n] - gone[n]) * 1000) for n in gone if n in removed}
+print("label removal after the unload report (ms):", lat)
+if len(lat) != 2 or max(lat.values()) >= 1000:
+    sys.exit("label removal latency not measured on 2 nodes, or >= 1 s")
+PY
+
+step "API server restart: the watches come back, a new Module is handled"
+"$src/tools/kube/start" --restart-apiserver "$dir/kube" >/dev/null
+# shellcheck disable=SC1091
+source "$dir/kube/env"
+k() { kubectl --kubeconfig "$KMODD_KUBE_KUBECONFIG" "$@"; }
+module kmm-ci-b
+until_ok 60 status_is kmm-ci-b 2/2/2 || fail "after restart: status $(loader kmm-ci-b)"
+until_ok 10 ready_is kmm-ci-b "sim-0 sim-1" || fail "after restart: labels on '$(ready_nodes kmm-ci-b)'"
