@@ -20,6 +20,7 @@
 #include "common/file.h"
 #include "common/log.h"
 #include "controller/cli/commands.h"
+#include "controller/cli/kube_security.h"
 #include "controller/kube/clock.h"
 #include "controller/kube/config.h"
 #include "controller/kube/events.h"
@@ -53,6 +54,10 @@ constexpr char kUsage[] =
     "  --ca            the CA that signs agents' certificates; an agent's certificate must\n"
     "                  name its node (CN or DNS SAN)\n"
     "  --insecure      plain text, no identity check (tests and demos only)\n"
+    "  Kubernetes mode: without --cert/--key/--ca the certificates are self-managed (Secret\n"
+    "  kmodd-controller-tls, CA in ConfigMap kmodd-ca); agents may show a projected token.\n"
+    "  --webhook-listen ADDR:PORT  the Module admission webhook (HTTPS, /validate-module)\n"
+    "  --cert-dns NAME, --cert-ip IP  extra names of the self-managed serving certificate\n"
     "  --status-file   default /var/lib/kmodd/controller-status.yaml\n"
     "  --forget-after  seconds a disconnected node stays known (default 600)\n";
 
@@ -66,6 +71,9 @@ struct RunConfig {
   std::string cert_file;
   std::string key_file;
   std::string ca_file;
+  std::string webhook_listen;
+  std::vector<std::string> cert_dns;
+  std::vector<std::string> cert_ips;
   std::string status_file = "/var/lib/kmodd/controller-status.yaml";
   int64_t forget_after_s = 600;
   LogLevel log_level = LogLevel::kInfo;
@@ -112,6 +120,12 @@ int Parse(const std::vector<std::string>& args, RunConfig& c, std::ostream& out,
       c.ca_file = args[++i];
     } else if (a == "--insecure") {
       c.server.insecure = true;
+    } else if (a == "--webhook-listen" && has_value) {
+      c.webhook_listen = args[++i];
+    } else if (a == "--cert-dns" && has_value) {
+      c.cert_dns.push_back(args[++i]);
+    } else if (a == "--cert-ip" && has_value) {
+      c.cert_ips.push_back(args[++i]);
     } else if (a == "--status-file" && has_value) {
       c.status_file = args[++i];
     } else if (a == "--forget-after" && has_value) {
@@ -141,8 +155,14 @@ int Parse(const std::vector<std::string>& args, RunConfig& c, std::ostream& out,
     return 2;
   }
   const bool any_tls = !c.cert_file.empty() || !c.key_file.empty() || !c.ca_file.empty();
-  if (c.server.insecure == any_tls ||
-      (!c.server.insecure && (c.cert_file.empty() || c.key_file.empty() || c.ca_file.empty()))) {
+  const bool self_managed = c.kubernetes && !any_tls;
+  if (!c.kubernetes && (!c.webhook_listen.empty() || !c.cert_dns.empty() || !c.cert_ips.empty())) {
+    err << "error: --webhook-listen, --cert-dns and --cert-ip need --kubernetes\n" << kUsage;
+    return 2;
+  }
+  if (!self_managed && (c.server.insecure == any_tls ||
+                        (!c.server.insecure &&
+                         (c.cert_file.empty() || c.key_file.empty() || c.ca_file.empty())))) {
     err << "error: give either --cert, --key and --ca, or --insecure\n" << kUsage;
     return 2;
   }
@@ -230,7 +250,17 @@ int RunKubernetes(const RunConfig& c, const sigset_t& signals, const std::string
   server::KubeWriter writer(**client, hub, source, events,
                             [&elector] { return !elector || elector->IsLeader(); }, log);
   source.Start();
-  server::SyncServer sync(hub, c.server, log);
+  server::ServerOptions sync_options = c.server;
+  KubeSecurity security(**client,
+                        {c.ns, c.webhook_listen, c.cert_dns, c.cert_ips, c.cert_file.empty()},
+                        clock, log);
+  if (absl::Status st = security.Start(sync_options); !st.ok()) {
+    log.Error("cannot set up certificates, the webhook or token checks",
+              {{"error", st.ToString()}});
+    source.Stop();
+    return 1;
+  }
+  server::SyncServer sync(hub, sync_options, log);
   if (absl::Status st = sync.Start(); !st.ok()) {
     log.Error("cannot start the sync server", {{"error", st.ToString()}});
     source.Stop();
@@ -269,7 +299,7 @@ int RunCommand(const std::vector<std::string>& args, std::ostream& out, std::ost
     return rc < 0 ? 0 : rc;
   }
   Logger log(stderr, c.log_level);
-  if (!c.server.insecure) {
+  if (!c.server.insecure && !c.cert_file.empty()) {
     for (auto [file, pem] : {std::pair{&c.cert_file, &c.server.cert_pem},
                              std::pair{&c.key_file, &c.server.key_pem},
                              std::pair{&c.ca_file, &c.server.ca_pem}}) {
@@ -280,7 +310,7 @@ int RunCommand(const std::vector<std::string>& args, std::ostream& out, std::ost
       }
       *pem = *std::move(text);
     }
-  } else {
+  } else if (c.server.insecure) {
     log.Warn("plain-text Sync server (--insecure): any client can claim any node");
   }
 

@@ -49,7 +49,8 @@ namespace asio = boost::asio;
 
 constexpr char kUsage[] =
     "usage: kmodd-agent run [--node-name NAME] [--controller HOST:PORT]\n"
-    "                       [--cert FILE --key FILE --ca FILE | --insecure]\n"
+    "                       [--cert FILE --key FILE --ca FILE | --ca FILE --token-file FILE\n"
+    "                        | --insecure]\n"
     "                       [--state-dir DIR] [--firmware-dir DIR] [--firmware-class-path]\n"
     "                       [--cache DIR] [--pull-secret FILE] [--registry-ca FILE]\n"
     "                       [--socket PATH] [--metrics ADDR:PORT] [--label K=V]...\n"
@@ -61,6 +62,9 @@ constexpr char kUsage[] =
     "  --node-name NAME       default: the hostname; must be the CN of --cert\n"
     "  --cert/--key/--ca      mTLS to the controller (the controller's certificate must\n"
     "                         chain to --ca); required unless --insecure\n"
+    "  --token-file FILE      Kubernetes: show this projected service-account token\n"
+    "                         (audience kmodd) instead of a client certificate; the\n"
+    "                         token and --ca are read again before every connect\n"
     "  --insecure             plain text to the controller (tests, demos)\n"
     "  --state-dir DIR        journal, persisted desired state, firmware ledger\n"
     "                         (default /var/lib/kmodd)\n"
@@ -80,6 +84,7 @@ struct RunOptions {
   std::string node_name;
   std::string controller;
   std::string cert_file, key_file, ca_file;
+  std::string token_file;
   bool insecure = false;
   std::string state_dir = "/var/lib/kmodd";
   std::string firmware_dir = "/var/lib/firmware";
@@ -106,7 +111,8 @@ std::optional<int> Parse(const std::vector<std::string>& args, RunOptions& o) {
   std::map<std::string, std::string*> values = {
       {"--node-name", &o.node_name},   {"--controller", &o.controller},
       {"--cert", &o.cert_file},        {"--key", &o.key_file},
-      {"--ca", &o.ca_file},            {"--state-dir", &o.state_dir},
+      {"--ca", &o.ca_file},            {"--token-file", &o.token_file},
+      {"--state-dir", &o.state_dir},
       {"--firmware-dir", &o.firmware_dir}, {"--cache", &o.cache},
       {"--pull-secret", &o.pull_secret_file}, {"--registry-ca", &o.registry_ca},
       {"--socket", &o.socket},         {"--metrics", &o.metrics}};
@@ -152,9 +158,12 @@ std::optional<int> Parse(const std::vector<std::string>& args, RunOptions& o) {
   if (o.cache.empty()) {
     o.cache = o.state_dir + "/images";
   }
-  if (!o.controller.empty() && !o.insecure &&
-      (o.cert_file.empty() || o.key_file.empty() || o.ca_file.empty())) {
-    std::cerr << "error: --controller needs --cert, --key and --ca (or --insecure)\n" << kUsage;
+  const bool by_cert = !o.cert_file.empty() && !o.key_file.empty() && o.token_file.empty();
+  const bool by_token = o.cert_file.empty() && o.key_file.empty() && !o.token_file.empty();
+  if (!o.controller.empty() && !o.insecure && (o.ca_file.empty() || (!by_cert && !by_token))) {
+    std::cerr << "error: --controller needs --ca and either --cert and --key or --token-file"
+                 " (or --insecure)\n"
+              << kUsage;
     return 2;
   }
   return std::nullopt;
@@ -326,7 +335,12 @@ int RunCommand(const std::vector<std::string>& args) {
     so.target = o.controller;
     so.insecure = o.insecure;
     so.desired_path = desired_path;
-    if (!o.insecure) {
+    if (!o.insecure && !o.token_file.empty()) {
+      // Both read again before every connect: the kubelet rotates the token, and the CA's
+      // ConfigMap may appear only after the controller first starts.
+      so.ca_file = o.ca_file;
+      so.token_file = o.token_file;
+    } else if (!o.insecure) {
       auto ca = ReadFile(o.ca_file);
       auto cert = ReadFile(o.cert_file);
       auto key = ReadFile(o.key_file);

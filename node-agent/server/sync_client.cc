@@ -1,5 +1,6 @@
 #include "node-agent/server/sync_client.h"
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/file.h"
 #include "node-agent/server/wire.h"
@@ -16,12 +17,13 @@ using Clock = std::chrono::steady_clock;
 constexpr int kKeepaliveMs = 30 * 1000;
 constexpr int kKeepaliveTimeoutMs = 20 * 1000;
 
-std::shared_ptr<grpc::ChannelCredentials> Credentials(const SyncClientOptions& o) {
+std::shared_ptr<grpc::ChannelCredentials> Credentials(const SyncClientOptions& o,
+                                                      const std::string& ca_pem) {
   if (o.insecure) {
     return grpc::InsecureChannelCredentials();
   }
   grpc::SslCredentialsOptions ssl;
-  ssl.pem_root_certs = o.ca_pem;
+  ssl.pem_root_certs = ca_pem;
   ssl.pem_private_key = o.key_pem;
   ssl.pem_cert_chain = o.cert_pem;
   return grpc::SslCredentials(ssl);
@@ -33,6 +35,25 @@ SyncClient::SyncClient(SyncClientOptions options, NodeFacts facts, AgentState& s
                        DesiredHandler on_desired, Logger& log)
     : options_(std::move(options)), facts_(std::move(facts)), state_(state),
       on_desired_(std::move(on_desired)), log_(log) {
+  if (options_.ca_file.empty()) {
+    channel_ca_ = options_.ca_pem;
+    RefreshChannel();
+  }
+}
+
+bool SyncClient::RefreshChannel() {
+  std::string ca = channel_ca_;
+  if (!options_.ca_file.empty()) {
+    absl::StatusOr<std::string> text = ReadFile(options_.ca_file);
+    if (!text.ok()) {
+      return false;
+    }
+    ca = *std::move(text);
+    if (stub_ && ca == channel_ca_) {
+      return true;
+    }
+  }
+  channel_ca_ = ca;
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, static_cast<int>(options_.backoff.initial.count()));
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(options_.backoff.initial.count()));
@@ -43,8 +64,9 @@ SyncClient::SyncClient(SyncClientOptions options, NodeFacts facts, AgentState& s
   if (!options_.target_name_override.empty()) {
     args.SetSslTargetNameOverride(options_.target_name_override);
   }
-  channel_ = grpc::CreateCustomChannel(options_.target, Credentials(options_), args);
+  channel_ = grpc::CreateCustomChannel(options_.target, Credentials(options_, ca), args);
   stub_ = v1::Controller::NewStub(channel_);
+  return true;
 }
 
 SyncClient::~SyncClient() { Stop(); }
@@ -120,6 +142,27 @@ v1::NodeReport SyncClient::Answer(const v1::NodeDesired& d) {
 
 bool SyncClient::Session() {
   grpc::ClientContext ctx;
+  std::string setup_error;
+  if (!RefreshChannel()) {
+    setup_error = absl::StrCat("cannot read the controller's CA ", options_.ca_file,
+                               " (published by the controller at its first start)");
+  } else if (!options_.token_file.empty()) {
+    absl::StatusOr<std::string> token = ReadFile(options_.token_file);
+    if (!token.ok()) {
+      setup_error = absl::StrCat("cannot read the token: ", token.status().message());
+    } else {
+      ctx.AddMetadata("authorization",
+                      absl::StrCat("Bearer ", absl::StripAsciiWhitespace(*token)));
+    }
+  }
+  if (!setup_error.empty()) {
+    if (setup_error != last_error_) {
+      log_.Warn("cannot dial the controller yet", {{"controller", options_.target},
+                                                   {"error", setup_error}});
+      last_error_ = setup_error;
+    }
+    return false;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_) {

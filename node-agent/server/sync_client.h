@@ -7,8 +7,9 @@
 // (fail-static: the reconciler keeps the last accepted desired state).
 //
 // Trust: with TLS, only a controller whose certificate chains to the configured CA is
-// accepted, and the agent presents its own certificate (CN = node name), which is how the
-// controller binds a stream to a node. Plain text only when explicitly asked (insecure).
+// accepted, and the agent presents its own certificate (CN = node name), or, in
+// Kubernetes, a projected service-account token bound to its pod and node, which is how
+// the controller binds a stream to a node. Plain text only when explicitly asked (insecure).
 
 #include <atomic>
 #include <chrono>
@@ -38,6 +39,11 @@ struct SyncClientOptions {
   std::string cert_pem;  // the agent's certificate (CN = node name)
   std::string key_pem;
   std::string target_name_override;  // name checked in the controller's certificate
+  // Kubernetes: read again before every stream (the kubelet rotates the token, and the CA
+  // ConfigMap may appear after the agent started). ca_file replaces ca_pem; the token is
+  // sent as `authorization: Bearer` metadata.
+  std::string ca_file;
+  std::string token_file;
   BackoffPolicy backoff{std::chrono::milliseconds(100), std::chrono::seconds(30)};
   std::chrono::milliseconds coalesce{5};
   // Where an accepted desired state is written (binary NodeDesired, 0600, atomically)
@@ -64,6 +70,8 @@ class SyncClient {
   // One stream, until it ends. True when the controller answered at least once.
   bool Session();
   v1::NodeReport Answer(const v1::NodeDesired& d);
+  // Re-reads ca_file and remakes the channel when it changed. False when it cannot be read.
+  bool RefreshChannel();
 
   SyncClientOptions options_;
   NodeFacts facts_;
@@ -72,6 +80,7 @@ class SyncClient {
   Logger& log_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Controller::Stub> stub_;
+  std::string channel_ca_;  // the CA the channel was made with
 
   std::mutex mu_;
   std::condition_variable cv_;

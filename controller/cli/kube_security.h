@@ -1,0 +1,70 @@
+#pragma once
+
+// Kubernetes mode's security wiring for `run --kubernetes`: the serving certificates
+// (self-managed in Secret kmodd-controller-tls, or brought with --cert/--key/--ca), the CA
+// published for agents and the API server, the admission webhook, and the agents' token
+// check. Rotation: a daily check re-issues the serving certificate 30 days before it ends;
+// the webhook serves the new one on its next connection, the Sync server (gRPC 1.51 has no
+// hot reload of server credentials here) on its next start, which the Deployment's rolling
+// restart or the next pod restart brings well within those 30 days.
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/log.h"
+#include "controller/certs/manager.h"
+#include "controller/kube/client.h"
+#include "controller/kube/clock.h"
+#include "controller/server/sync_server.h"
+#include "controller/server/token_review.h"
+#include "controller/webhook/https_server.h"
+
+namespace kmodd::cli {
+
+struct KubeSecurityConfig {
+  std::string ns;
+  std::string webhook_listen;  // "" = no webhook server
+  std::vector<std::string> cert_dns;
+  std::vector<std::string> cert_ips;
+  bool self_managed = true;  // false: --cert/--key/--ca already in the Sync options
+};
+
+class KubeSecurity {
+ public:
+  KubeSecurity(kube::KubeClient& client, KubeSecurityConfig config, const kube::Clock& clock,
+               Logger& log);
+  ~KubeSecurity();
+  KubeSecurity(const KubeSecurity&) = delete;
+  KubeSecurity& operator=(const KubeSecurity&) = delete;
+
+  // Fills `sync`'s certificate, key, CA and authenticator (unless it is insecure), publishes
+  // the CA, starts the webhook and the daily rotation check.
+  [[nodiscard]] absl::Status Start(server::ServerOptions& sync);
+  void Stop();
+
+  static constexpr absl::Duration kCheckEvery = absl::Hours(24);
+
+ private:
+  void RotateLoop();
+
+  kube::KubeClient& client_;
+  const KubeSecurityConfig config_;
+  const kube::Clock& clock_;
+  Logger& log_;
+  certs::CertManager certs_;
+  server::TokenReviewAuthenticator authenticator_;
+  std::unique_ptr<webhook::HttpsServer> webhook_;
+  certs::Bundle bundle_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread rotator_;
+};
+
+}  // namespace kmodd::cli
