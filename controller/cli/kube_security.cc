@@ -13,6 +13,9 @@ KubeSecurity::KubeSecurity(kube::KubeClient& client, KubeSecurityConfig config,
 KubeSecurity::~KubeSecurity() { Stop(); }
 
 absl::Status KubeSecurity::Start(server::ServerOptions& sync) {
+  if (sync.insecure && config_.webhook_listen.empty()) {
+    return absl::OkStatus();  // plain text and no webhook: nothing needs a certificate
+  }
   if (config_.self_managed) {
     absl::StatusOr<certs::Bundle> b = certs_.Ensure();
     if (!b.ok()) {
