@@ -37,6 +37,12 @@ TEST_CASE("loadgen refuses incomplete or contradictory options") {
   CHECK_FALSE(ParseOptions({"--controller", "h:1", "--agents", "5"}).ok());
   CHECK_FALSE(ParseOptions({"--controller", "h:1", "--agents", "5", "--insecure", "--ca", "c"}).ok());
   CHECK_FALSE(ParseOptions({"--controller", "h:1", "--agents", "5", "--ca", "c"}).ok());
+  CHECK_FALSE(ParseOptions({"--controller", "h:1", "--agents", "5", "--token-file", "t"}).ok());
+  CHECK_FALSE(ParseOptions({"--controller", "h:1", "--agents", "5", "--ca", "c", "--cert", "c",
+                            "--key", "k", "--token-file", "t"})
+                  .ok());
+  CHECK(ParseOptions({"--controller", "h:1", "--agents", "5", "--ca", "c", "--token-file", "t"})
+            .ok());
   CHECK_FALSE(
       ParseOptions({"--controller", "h:1", "--agents", "5", "--insecure", "--wait-all-acked", "9"})
           .ok());

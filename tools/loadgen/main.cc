@@ -45,12 +45,22 @@ int main(int argc, char** argv) {
     creds = grpc::InsecureChannelCredentials();
   } else {
     grpc::SslCredentialsOptions ssl;
-    if (!ReadFile(o.ca_file, ssl.pem_root_certs) || !ReadFile(o.cert_file, ssl.pem_cert_chain) ||
-        !ReadFile(o.key_file, ssl.pem_private_key)) {
-      std::cerr << "error: cannot read --ca, --cert or --key\n";
+    std::string token;
+    const bool by_token = !o.token_file.empty();
+    if (!ReadFile(o.ca_file, ssl.pem_root_certs) ||
+        (by_token ? !ReadFile(o.token_file, token)
+                  : !ReadFile(o.cert_file, ssl.pem_cert_chain) ||
+                        !ReadFile(o.key_file, ssl.pem_private_key))) {
+      std::cerr << "error: cannot read --ca, --cert, --key or --token-file\n";
       return 1;
     }
     creds = grpc::SslCredentials(ssl);
+    if (by_token) {
+      while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) {
+        token.pop_back();
+      }
+      creds = grpc::CompositeChannelCredentials(creds, grpc::AccessTokenCredentials(token));
+    }
   }
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);

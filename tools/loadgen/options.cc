@@ -7,7 +7,7 @@ namespace kmodd::loadgen {
 
 const char kUsage[] =
     "usage: kmodd-loadgen --controller HOST:PORT --agents N\n"
-    "                     (--insecure | --ca FILE --cert FILE --key FILE)\n"
+    "                     (--insecure | --ca FILE (--cert FILE --key FILE | --token-file F))\n"
     "                     [--name-prefix sim-] [--label KEY=VALUE]... [--kernel RELEASE]\n"
     "                     [--connections C] [--until-version-count K]\n"
     "                     [--wait-all-acked SECONDS --since-file FILE] [--report FILE]\n"
@@ -18,7 +18,9 @@ const char kUsage[] =
     "whose modules differ from its previous one and prints a JSON summary of the times\n"
     "since the unix-ms timestamp in --since-file. --until-version-count: exits once every\n"
     "agent has received K desired states. Otherwise runs until interrupted.\n"
-    "--connections spreads the streams over C channels (default N/100, rounded up).\n";
+    "--connections spreads the streams over C channels (default N/100, rounded up).\n"
+    "--token-file: every stream shows this token (authorization: Bearer), as an agent\n"
+    "with a projected service-account token does.\n";
 
 namespace {
 
@@ -64,6 +66,8 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
       o.cert_file = v;
     } else if (a == "--key") {
       o.key_file = v;
+    } else if (a == "--token-file") {
+      o.token_file = v;
     } else if (a == "--name-prefix") {
       o.name_prefix = v;
     } else if (a == "--label") {
@@ -94,12 +98,17 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
   if (o.controller.empty() || o.agents == 0) {
     return absl::InvalidArgumentError("--controller and --agents are required");
   }
-  const bool tls = !o.ca_file.empty() || !o.cert_file.empty() || !o.key_file.empty();
+  const bool tls = !o.ca_file.empty() || !o.cert_file.empty() || !o.key_file.empty() ||
+                   !o.token_file.empty();
   if (o.insecure == tls) {
-    return absl::InvalidArgumentError("give either --insecure or all of --ca, --cert, --key");
+    return absl::InvalidArgumentError(
+        "give either --insecure or --ca with --cert and --key or with --token-file");
   }
-  if (tls && (o.ca_file.empty() || o.cert_file.empty() || o.key_file.empty())) {
-    return absl::InvalidArgumentError("--ca, --cert and --key go together");
+  const bool by_cert = !o.cert_file.empty() && !o.key_file.empty() && o.token_file.empty();
+  const bool by_token = o.cert_file.empty() && o.key_file.empty() && !o.token_file.empty();
+  if (tls && (o.ca_file.empty() || (!by_cert && !by_token))) {
+    return absl::InvalidArgumentError(
+        "--ca goes with either --cert and --key or --token-file");
   }
   if (o.wait_all_acked_s > 0 && o.since_file.empty()) {
     return absl::InvalidArgumentError("--wait-all-acked needs --since-file");
