@@ -1,0 +1,287 @@
+#!/usr/bin/env bash
+# The real agent in the qemu real-kernel VM as a Kubernetes node: a real kube-apiserver
+# (tools/kube) with Node objects kmodd-vm (the VM) and kmodd-sim-a0, kmodd-sim-b0 (simulated
+# agents, kmodd-loadgen), kmodd-controller on the host in --kubernetes mode with its
+# self-managed certificates (a serving certificate for 10.0.2.2, how the guest reaches the
+# host), every agent authenticated by a service-account token (audience kmodd) bound to a
+# Pod on its node. One VM boot:
+#   1. create the demo Module (examples/demo/kmm-ci.yaml, v1): kmm_ci_fw loaded in the VM's
+#      kernel, status.moduleLoader available 3, the .ready label on kmodd-vm, a ModuleLoaded
+#      Event for kmodd-vm;
+#   2. update it (image v2): the VM's agent reloads it from v2;
+#   3. delete it: the finalizer holds the Module until the VM's agent has unloaded it (when
+#      the Module is gone, kmm_ci_fw is already out of the VM's /proc/modules), the labels go.
+# Fails, never skips, without the harness (tools/kube/setup) or the rig (tools/vm/setup).
+#
+# usage: kube_system_test.sh BIN_DIR REPO_ROOT
+set -uo pipefail
+bin="$1"
+root="$2"
+case_name=kube-system
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/kmodd-kube-system.XXXXXX")
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  "$root/tools/registry/stop" "$tmp/reg" >/dev/null 2>&1
+  "$root/tools/kube/stop" "$tmp/kube" >/dev/null 2>&1
+  if [[ -n ${KMODD_E2E_KEEP:-} ]]; then echo "# kept: $tmp"; else rm -rf "$tmp"; fi
+}
+trap cleanup EXIT
+show() { echo "--- $(basename "$1"):"; tail -n 60 "$1" 2>/dev/null; echo "---"; }
+fail() {
+  echo "FAIL: $case_name: $*"
+  for f in "$tmp"/*.log "$tmp"/vm1.out; do show "$f"; done
+  exit 1
+}
+note() { echo "# $*"; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+eventually() {  # eventually SECONDS CMD...: runs CMD until it succeeds
+  local until=$((SECONDS + $1)); shift
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < until)) || return 1
+    kill -0 "${vm_pid:-$$}" 2>/dev/null || { show "$tmp/vm1.err"; fail "the VM stopped"; }
+    sleep 0.2
+  done
+}
+
+# --- the rig ----------------------------------------------------------------------------
+cache=${KMODD_VM_CACHE:-/var/cache/kmodd-vm}
+if [[ -z ${KMODD_TEST_IMAGE:-} && -f $cache/env ]]; then
+  # shellcheck source=/dev/null
+  . "$cache/env"
+fi
+[[ -d ${KMODD_TEST_IMAGE:-/nonexistent} ]] \
+  || fail "the real-kernel rig is not set up: run eval \"\$(tools/vm/setup)\" as root (tools/test does)"
+K=$KMODD_VM_KERNEL
+for tool in docker-registry skopeo umoci python3 openssl kubectl jq; do
+  command -v "$tool" >/dev/null || fail "$tool not found: run tools/bootstrap"
+done
+mkdir -p "$tmp/bin"
+for b in kmodd-agent agentctl; do
+  [[ -x $bin/$b ]] || fail "$bin/$b is missing: build first"
+  strip --strip-debug -o "$tmp/bin/$b" "$bin/$b" || fail "cannot strip $bin/$b"
+done
+for b in kmodd-controller kmodd-loadgen; do
+  [[ -x $bin/$b ]] || fail "$bin/$b is missing: build first"
+done
+
+# --- registry and images (as tests/system/system_test.sh) ---------------------------------
+"$root/tools/registry/start" http "$tmp/reg" >"$tmp/reg.out" 2>&1 || { show "$tmp/reg.out"; fail "registry did not start"; }
+# shellcheck source=/dev/null
+. "$tmp/reg/env"
+reg_port=${KMODD_REGISTRY##*:}
+mkdir -p "$tmp/v2/opt/lib/modules/$K"
+echo "v2" >"$tmp/v2/opt/lib/modules/$K/BUILD-ID"
+for tag in v1 v2; do
+  layers=(--layer "$KMODD_TEST_IMAGE")
+  [[ $tag == v2 ]] && layers+=(--layer "$tmp/v2")
+  "$root/tools/registry/push-image" "$tmp/reg" "kmodd/kmm-ci:$tag-$K" "${layers[@]}" >"$tmp/push-$tag.out" 2>&1 \
+    || { show "$tmp/push-$tag.out"; fail "cannot push image $tag"; }
+  digest=$(sed -n 's/^KMODD_IMAGE_DIGEST=//p' "$tmp/push-$tag.out")
+  [[ -n $digest ]] || { show "$tmp/push-$tag.out"; fail "no digest for image $tag"; }
+  printf -v "digest_$tag" '%s' "$digest"
+done
+# shellcheck disable=SC2154  # set by printf -v above
+note "images: v1 $digest_v1, v2 $digest_v2"
+
+# --- the API server: CRD, Nodes, Pods for the agents' tokens -------------------------------
+"$root/tools/kube/start" "$tmp/kube" >"$tmp/kube.out" 2>&1 || { show "$tmp/kube.out"; fail "tools/kube/start failed (run tools/kube/setup first)"; }
+# shellcheck source=/dev/null
+. "$tmp/kube/env"
+export KUBECONFIG=$KMODD_KUBE_KUBECONFIG
+ns=kmodd-system
+kubectl apply -f "$root/deploy/crd/kmm.sigs.x-k8s.io_modules.yaml" >/dev/null || fail "cannot apply the CRD"
+kubectl wait --for=condition=Established crd/modules.kmm.sigs.x-k8s.io --timeout=60s >/dev/null || fail "CRD not established"
+kubectl create namespace "$ns" >/dev/null
+kubectl create namespace kmm-demo >/dev/null
+kubectl -n "$ns" create serviceaccount kmodd-agent >/dev/null
+nodes=(kmodd-vm kmodd-sim-a0 kmodd-sim-b0)
+for n in "${nodes[@]}"; do
+  kubectl apply -f - >/dev/null <<YAML || fail "cannot create Node $n"
+apiVersion: v1
+kind: Node
+metadata: {name: $n, labels: {kubernetes.io/hostname: $n, kmodd.io/demo: "true"}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: kmodd-agent-$n, namespace: $ns}
+spec:
+  serviceAccountName: kmodd-agent
+  automountServiceAccountToken: false
+  nodeName: $n
+  containers: [{name: agent, image: kmodd/agent}]
+YAML
+  kubectl patch node "$n" --subresource=status --type=merge -p \
+    "{\"status\":{\"nodeInfo\":{\"kernelVersion\":\"$K\",\"bootID\":\"boot-$n\",\"architecture\":\"amd64\",\"machineID\":\"m\",\"systemUUID\":\"u\",\"kubeProxyVersion\":\"\",\"kubeletVersion\":\"\",\"containerRuntimeVersion\":\"\",\"operatingSystem\":\"linux\",\"osImage\":\"kmodd\"}}}" >/dev/null \
+    || fail "cannot set Node $n's status"
+  kubectl -n "$ns" create token kmodd-agent --audience kmodd --duration 1h --bound-object-kind Pod \
+    --bound-object-name "kmodd-agent-$n" >"$tmp/token-$n" || fail "no token for $n"
+done
+
+# --- the controller, its certificates, the simulated agents --------------------------------
+ctl_port=$(free_port)
+"$bin/kmodd-controller" run --kubernetes --kubeconfig "$KUBECONFIG" --namespace "$ns" \
+  --listen "127.0.0.1:$ctl_port" --cert-ip 10.0.2.2 --cert-ip 127.0.0.1 \
+  --log-level debug >"$tmp/controller.log" 2>&1 &
+pids+=($!)
+eventually 30 kubectl -n "$ns" get configmap kmodd-ca || fail "the controller published no CA"
+mkdir -p "$tmp/guest/etc"
+kubectl -n "$ns" get configmap kmodd-ca -o jsonpath='{.data.ca\.crt}' >"$tmp/guest/etc/ca.crt"
+cp "$tmp/token-kmodd-vm" "$tmp/guest/etc/token"
+for s in a b; do
+  "$bin/kmodd-loadgen" --controller "127.0.0.1:$ctl_port" --agents 1 --name-prefix "kmodd-sim-${s}" \
+    --ca "$tmp/guest/etc/ca.crt" --token-file "$tmp/token-kmodd-sim-${s}0" --kernel "$K" \
+    >"$tmp/loadgen-$s.log" 2>&1 &
+  pids+=($!)
+done
+for s in a b; do
+  eventually 30 grep -q "^connected 1" "$tmp/loadgen-$s.log" || fail "simulated agent kmodd-sim-${s}0 not served"
+done
+note "controller on 127.0.0.1:$ctl_port (10.0.2.2 from the guest), simulated agents served"
+
+# --- the director: the step the guest should take next (as system_test.sh) ------------------
+mkdir -p "$tmp/director/ack"
+echo start >"$tmp/director/step"
+echo "${digest_v2:7:12}" >"$tmp/director/v2"
+dir_port=$(free_port)
+python3 -m http.server "$dir_port" --bind 127.0.0.1 --directory "$tmp/director" >"$tmp/director.log" 2>&1 &
+pids+=($!)
+step() { echo "$1" >"$tmp/director/step.new" && mv "$tmp/director/step.new" "$tmp/director/step"; }
+wait_ack() {  # wait_ack STEP SECONDS
+  local i
+  for ((i = 0; i < $2 * 10; i++)); do
+    grep -q "GET /ack/$1 " "$tmp/director.log" && return 0
+    kill -0 "$vm_pid" 2>/dev/null || { show "$tmp/vm1.err"; fail "the VM stopped before acking $1"; }
+    sleep 0.1
+  done
+  fail "the guest did not finish step $1 within $2 s"
+}
+
+# --- the guest ---------------------------------------------------------------------------
+cat >"$tmp/guest/agent.sh" <<EOF
+mkdir -p /var/lib/kmodd
+/usr/bin/kmodd-agent run --node-name kmodd-vm --controller 10.0.2.2:$ctl_port \\
+  --ca /etc/kmodd/ca.crt --token-file /etc/kmodd/token \\
+  --state-dir /var/lib/kmodd --firmware-dir /var/lib/kmodd/firmware --firmware-class-path \\
+  --metrics 127.0.0.1:9464 >>/var/lib/kmodd/agent.log 2>&1 &
+echo \$! >/run/agent.pid
+EOF
+cat >"$tmp/guest/lib.sh" <<EOF
+director=http://10.0.2.2:$dir_port
+EOF
+cat >>"$tmp/guest/lib.sh" <<'EOF'
+current() { wget -q -O - "$director/step" 2>/dev/null; }
+wait_step() {  # wait_step STEP: until the host says so (5 minutes at most)
+  i=0
+  while [ "$(current)" != "$1" ]; do
+    i=$((i + 1)); [ $i -lt 3000 ] || { echo "timeout waiting for step $1"; return 1; }
+    usleep 100000
+  done
+}
+ack() { wget -q -O /dev/null "$director/ack/$1" 2>/dev/null; true; }
+section() { echo "=== $1"; }
+stop_agent() {
+  kill "$(cat /run/agent.pid)"
+  i=0; while kill -0 "$(cat /run/agent.pid)" 2>/dev/null && [ $i -lt 100 ]; do usleep 100000; i=$((i + 1)); done
+}
+EOF
+cat >"$tmp/guest/boot1.sh" <<'EOF'
+. /kmodd-test/lib.sh
+sh /kmodd-test/agent.sh
+wait_step loaded || exit 1
+section loaded.status; agentctl status
+section loaded.modules; grep "^kmm_ci_fw " /proc/modules
+ack loaded
+wait_step changed || exit 1
+want=$(wget -q -O - "$director/v2")
+i=0; while ! agentctl status | grep -q "$want"; do i=$((i + 1)); [ $i -lt 1200 ] || break; usleep 100000; done
+section changed.status; agentctl status
+section changed.modules; grep "^kmm_ci_fw " /proc/modules
+ack changed
+wait_step deleted || exit 1
+# No waiting: the host saw the Module gone, so the finalizer held it until this agent unloaded.
+section deleted.modules; grep "^kmm_ci_fw " /proc/modules
+section deleted.status; agentctl status
+ack deleted
+stop_agent
+section boot1.log; cat /var/lib/kmodd/agent.log
+EOF
+"$root/tools/vm/run" --net --state "$tmp/state.img" --timeout 600 --mem 768M \
+  --bin "$tmp/bin/kmodd-agent:/usr/bin/kmodd-agent" --bin "$tmp/bin/agentctl:/usr/bin/agentctl" \
+  --tree "$tmp/guest:/kmodd-test" --tree "$tmp/guest/etc:/etc/kmodd" \
+  --dmesg "$tmp/dmesg1" -- sh /kmodd-test/boot1.sh >"$tmp/vm1.out" 2>"$tmp/vm1.err" &
+vm_pid=$!
+pids+=("$vm_pid")
+sec() {  # sec FILE NAME: the lines of section NAME in the guest's output FILE
+  awk -v s="=== $2" '$0 == s {on = 1; next} /^=== / {on = 0} on' "$1"
+}
+expect_sec() {  # expect_sec SECTION TEXT
+  sec "$tmp/vm1.out" "$1" | grep -qF -- "$2" || { show "$tmp/vm1.out"; fail "section $1: missing \"$2\""; }
+}
+loader() { kubectl get module -n kmm-demo kmm-ci -o jsonpath='{.status.moduleLoader.nodesMatchingSelectorNumber}/{.status.moduleLoader.desiredNumber}/{.status.moduleLoader.availableNumber}'; }
+status_is() { [[ $(loader) == "$1" ]]; }
+ready_nodes() { kubectl get nodes -l kmm.node.kubernetes.io/kmm-demo.kmm-ci.ready -o jsonpath='{.items[*].metadata.name}'; }
+vm_ready() { [[ " $(ready_nodes) " == *" kmodd-vm "* ]]; }
+module_apply() {  # module_apply TAG
+  sed -e "s|@REGISTRY@|10.0.2.2:$reg_port|" -e "s|@TAG@|$1|" "$root/examples/demo/kmm-ci.yaml" | kubectl apply -f - >/dev/null
+}
+eventually 180 grep -q '"agent connected","node":"kmodd-vm"' "$tmp/controller.log" || fail "the VM's agent never connected"
+note "the VM's agent is served (token bound to the Pod on kmodd-vm)"
+
+# --- 1. create -----------------------------------------------------------------------------
+module_apply v1 || fail "cannot create the Module"
+eventually 240 status_is 3/3/3 || fail "status.moduleLoader is $(loader), want 3/3/3"
+eventually 20 vm_ready || fail "no .ready label on kmodd-vm (ready: '$(ready_nodes)')"
+eventually 20 bash -c "kubectl get events -A --field-selector reason=ModuleLoaded,involvedObject.name=kmodd-vm -o name | grep -q ." \
+  || fail "no ModuleLoaded Event for kmodd-vm: $(kubectl get events -A)"
+step loaded
+wait_ack loaded 60
+note "1. created: available 3/3, kmodd-vm labelled ready, ModuleLoaded Event"
+
+# --- 2. update -----------------------------------------------------------------------------
+module_apply v2 || fail "cannot update the Module"
+step changed
+wait_ack changed 150
+eventually 60 status_is 3/3/3 || fail "after the update: status.moduleLoader is $(loader), want 3/3/3"
+vm_ready || fail "after the update: no .ready label on kmodd-vm"
+note "2. updated: the guest saw v2"
+
+# --- 3. delete -----------------------------------------------------------------------------
+kubectl delete module -n kmm-demo kmm-ci --wait=false >/dev/null || fail "cannot delete the Module"
+eventually 120 bash -c "! kubectl get module -n kmm-demo kmm-ci" || fail "the Module is still there"
+step deleted
+wait_ack deleted 60
+[[ -z $(ready_nodes) ]] || fail "ready labels left on: $(ready_nodes)"
+[[ $(kubectl get nodes -o json | jq '[.items[].metadata.labels | keys[] | select(startswith("kmm.node.kubernetes.io/kmm-demo"))] | length') == 0 ]] ||
+  fail "kmm-demo labels left on nodes"
+note "3. deleted: the Module gone, labels gone"
+wait "$vm_pid"
+vm_rc=$?
+[[ $vm_rc == 0 ]] || { show "$tmp/vm1.out"; show "$tmp/vm1.err"; fail "guest script exit $vm_rc"; }
+# The guest's output arrives when it exits: what it saw at each step.
+expect_sec loaded.modules "kmm_ci_fw "
+expect_sec loaded.status "${digest_v1:7:12}"
+grep -q "kmm_ci_fw: firmware kmm_ci_fw/fw.bin loaded" "$tmp/dmesg1" || { show "$tmp/dmesg1"; fail "the module did not get its firmware"; }
+note "1. kmm_ci_fw was loaded in the VM's kernel from v1, with its firmware"
+expect_sec changed.status "${digest_v2:7:12}"
+expect_sec changed.modules "kmm_ci_fw "
+[[ $(grep -c "kmm_ci_fw: firmware kmm_ci_fw/fw.bin loaded" "$tmp/dmesg1") -ge 2 ]] ||
+  { show "$tmp/dmesg1"; fail "kmm_ci_fw was not loaded again for v2"; }
+note "2. kmm_ci_fw was reloaded in the VM from v2"
+[[ -z $(sec "$tmp/vm1.out" deleted.modules) ]] || { show "$tmp/vm1.out"; fail "kmm_ci_fw still loaded in the VM when the Module was gone"; }
+python3 - "$tmp/controller.log" <<'PY' || fail "the finalizer was removed before kmodd-vm reported kmm_ci_fw gone"
+import json, sys
+gone = released = None
+for i, line in enumerate(open(sys.argv[1])):
+    try: e = json.loads(line)
+    except ValueError: continue
+    if e.get("node") == "kmodd-vm" and e.get("msg") == "module phase" and e.get("phase") == "Gone" and gone is None:
+        gone = i
+    if e.get("msg", "").endswith("finalizer removed") and released is None:
+        released = i
+sys.exit(0 if gone is not None and released is not None and gone < released else 1)
+PY
+grep -q "kmm_ci_fw: unloaded" "$tmp/dmesg1" || fail "no unload in the VM's kernel log"
+note "3. kmm_ci_fw was out of the VM's /proc/modules when the finalizer let the Module go"
+echo "PASS: $case_name"
