@@ -1,7 +1,9 @@
 #include "controller/server/kube_writer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -10,6 +12,9 @@
 namespace kmodd::server {
 
 namespace {
+
+// Node label patches (and their events) in flight at once.
+constexpr size_t kWritesInFlight = 16;
 
 constexpr char kPrefix[] = "kmm.node.kubernetes.io/";
 constexpr char kModulesGroupVersion[] = "kmm.sigs.x-k8s.io/v1beta1";
@@ -233,38 +238,78 @@ void KubeWriter::Event(const source::NodeMeta& node, const char* reason,
 }
 
 void KubeWriter::SyncLabels(const ControllerStatus& st) {
+  struct Job {
+    source::NodeMeta node;
+    Labels desired;
+    std::optional<Value> patch;
+    bool ok = true;
+  };
+  std::vector<Job> jobs;
   for (const NodeRecord& rec : st.nodes) {
     std::optional<source::NodeMeta> node = source_.Node(rec.name);
     if (!node) {
       continue;  // not a Node the API lists
     }
-    const Labels desired = DesiredLabels(rec);
+    if (!rec.connected && rec.modules.empty()) {
+      // No report from this node to this controller yet (a new leader, a restart): its
+      // agent keeps its modules loaded meanwhile, so its labels stay as they are. Removing
+      // them would strip a whole fleet's .ready labels at every failover.
+      continue;
+    }
+    Labels desired = DesiredLabels(rec);
     if (auto a = applied_.find(rec.name); a != applied_.end() && a->second == desired) {
       continue;  // patched already; the watch may not have brought it back yet
     }
     std::optional<Value> patch = LabelPatch(node->labels, desired);
-    if (patch) {
-      absl::StatusOr<Value> r =
-          client_.MergePatch(kube::ResourcePath("v1", "nodes", "", rec.name), *patch);
-      if (!r.ok()) {
-        log_.Warn("cannot label a node", {{"node", rec.name}, {"error", r.status().ToString()}});
-        continue;
-      }
-      log_.Info("node labels updated", {{"node", rec.name}, {"patch", ToJsonLine(*patch)}});
-      for (const auto& [k, v] : desired) {
-        if (absl::EndsWith(k, ".ready") && !absl::EndsWith(k, ".version.ready") &&
-            node->labels.count(k) == 0) {
-          Event(*node, "ModuleLoaded", k, desired);
-        }
-      }
-      for (const auto& [k, v] : node->labels) {
-        if (IsOwnedLabel(k) && absl::EndsWith(k, ".ready") &&
-            !absl::EndsWith(k, ".version.ready") && desired.count(k) == 0) {
-          Event(*node, "ModuleUnloaded", k, node->labels);
-        }
+    jobs.push_back(Job{*std::move(node), std::move(desired), std::move(patch)});
+  }
+  // Each write is a round trip (a new connection): a rollout to a thousand nodes would take
+  // a thousand of them in a row. A few in flight at once, each node's patch and its events
+  // in order.
+  auto run = [&](Job& j) {
+    if (!j.patch) {
+      return;
+    }
+    absl::StatusOr<Value> r =
+        client_.MergePatch(kube::ResourcePath("v1", "nodes", "", j.node.name), *j.patch);
+    if (!r.ok()) {
+      log_.Warn("cannot label a node", {{"node", j.node.name}, {"error", r.status().ToString()}});
+      j.ok = false;
+      return;
+    }
+    log_.Info("node labels updated", {{"node", j.node.name}, {"patch", ToJsonLine(*j.patch)}});
+    for (const auto& [k, v] : j.desired) {
+      if (absl::EndsWith(k, ".ready") && !absl::EndsWith(k, ".version.ready") &&
+          j.node.labels.count(k) == 0) {
+        Event(j.node, "ModuleLoaded", k, j.desired);
       }
     }
-    applied_[rec.name] = desired;
+    for (const auto& [k, v] : j.node.labels) {
+      if (IsOwnedLabel(k) && absl::EndsWith(k, ".ready") && !absl::EndsWith(k, ".version.ready") &&
+          j.desired.count(k) == 0) {
+        Event(j.node, "ModuleUnloaded", k, j.node.labels);
+      }
+    }
+  };
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < jobs.size(); i = next++) {
+      run(jobs[i]);
+    }
+  };
+  std::vector<std::thread> pool;
+  const size_t parallel = std::min<size_t>(kWritesInFlight, jobs.size());
+  for (size_t i = 1; i < parallel; ++i) {
+    pool.emplace_back(worker);
+  }
+  worker();
+  for (auto& t : pool) {
+    t.join();
+  }
+  for (Job& j : jobs) {
+    if (j.ok) {
+      applied_[j.node.name] = std::move(j.desired);
+    }
   }
 }
 
