@@ -2,7 +2,7 @@
 # `kmodd-controller run --kubernetes` against a real kube-apiserver (tools/kube) with
 # simulated agents (kmodd-loadgen) for three kubelet-less Node objects: Module status,
 # the KMM node labels and Events, the finalizer on delete (and how long after the agents'
-# unload report the labels go), an API server restart, and leader failover.
+# unload report the labels go) and an API server restart (leader failover: kube_failover_test.sh).
 # Without the harness (tools/kube/setup) it fails, never skips.
 #
 # usage: kube_mode_test.sh BIN_DIR SOURCE_DIR
