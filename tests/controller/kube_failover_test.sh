@@ -34,6 +34,7 @@ if ! "$src/tools/kube/start" "$dir/kube" >/dev/null; then
 fi
 # shellcheck disable=SC1091
 source "$dir/kube/env"
+export PATH="$KMODD_KUBE_BIN:$PATH"  # kubectl built by tools/kube/setup
 k() { kubectl --kubeconfig "$KMODD_KUBE_KUBECONFIG" "$@"; }
 
 # Polls `cmd` every 0.1 s until it succeeds, at most $1 seconds.

@@ -42,6 +42,7 @@ if ! "$src/tools/kube/start" "$dir/kube" >/dev/null; then
 fi
 # shellcheck disable=SC1091
 source "$dir/kube/env"
+export PATH="$KMODD_KUBE_BIN:$PATH"  # kubectl built by tools/kube/setup
 export KUBECONFIG=$KMODD_KUBE_KUBECONFIG
 ns=kmodd-system
 

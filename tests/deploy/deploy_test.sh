@@ -47,6 +47,7 @@ export KMODD_KUBE_APISERVER KMODD_KUBE_ETCD
 "$src/tools/kube/start" "$work/kube" >/dev/null 2>"$work/kube-start.log" \
   || { cat "$work/kube-start.log" >&2; fail "tools/kube/start failed"; }
 set -a; source "$work/kube/env"; set +a
+export PATH="$KMODD_KUBE_BIN:$PATH"  # kubectl built by tools/kube/setup
 
 step "images: build and push"
 t0=$EPOCHREALTIME

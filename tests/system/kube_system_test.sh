@@ -54,7 +54,7 @@ fi
 [[ -d ${KMODD_TEST_IMAGE:-/nonexistent} ]] \
   || fail "the real-kernel rig is not set up: run eval \"\$(tools/vm/setup)\" as root (tools/test does)"
 K=$KMODD_VM_KERNEL
-for tool in docker-registry skopeo umoci python3 openssl kubectl jq; do
+for tool in docker-registry skopeo umoci python3 openssl jq; do  # kubectl: from tools/kube/setup, below
   command -v "$tool" >/dev/null || fail "$tool not found: run tools/bootstrap"
 done
 mkdir -p "$tmp/bin"
@@ -89,6 +89,7 @@ note "images: v1 $digest_v1, v2 $digest_v2"
 "$root/tools/kube/start" "$tmp/kube" >"$tmp/kube.out" 2>&1 || { show "$tmp/kube.out"; fail "tools/kube/start failed (run tools/kube/setup first)"; }
 # shellcheck source=/dev/null
 . "$tmp/kube/env"
+export PATH="$KMODD_KUBE_BIN:$PATH"  # kubectl built by tools/kube/setup
 export KUBECONFIG=$KMODD_KUBE_KUBECONFIG
 ns=kmodd-system
 kubectl apply -f "$root/deploy/crd/kmm.sigs.x-k8s.io_modules.yaml" >/dev/null || fail "cannot apply the CRD"
