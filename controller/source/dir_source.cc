@@ -20,8 +20,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr uint32_t kWatchMask = IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM |
-                                IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
+// IN_MODIFY marks a file as being written (open(O_TRUNC) sends it before any byte is
+// written); IN_CLOSE_WRITE ends that.
+constexpr uint32_t kWatchMask = IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE |
+                                IN_MOVED_FROM | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
 
 bool IsManifest(const fs::path& p) {
   const std::string name = p.filename().string();
@@ -137,6 +139,16 @@ void DirSource::Drain() {
     }
     for (ssize_t off = 0; off < n;) {
       const auto* ev = reinterpret_cast<const inotify_event*>(buf + off);
+      if ((ev->mask & IN_Q_OVERFLOW) != 0) {
+        writing_.clear();  // events were lost: the next full read decides
+      } else if (ev->len > 0) {
+        const std::string path = (fs::path(dir_) / ev->name).string();
+        if ((ev->mask & IN_MODIFY) != 0) {
+          writing_.insert(path);
+        } else if ((ev->mask & (IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO)) != 0) {
+          writing_.erase(path);
+        }
+      }
       if ((ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF)) != 0) {
         log_.Error("modules directory removed or moved; the Modules in force are kept",
                    {{"dir", dir_}});
@@ -174,6 +186,9 @@ void DirSource::Rescan(bool initial) {
     }
   }
   for (const auto& file : listed) {
+    if (writing_.count(file) != 0) {
+      continue;  // half written: its close wakes us again
+    }
     absl::StatusOr<std::string> text = ReadFile(file);
     if (text.ok()) {
       record(files_.Update(file, *text));

@@ -4,11 +4,13 @@
 // file directly inside it, watched with inotify. After a burst of events settles (the
 // debounce), the directory is read again as a whole (level-based: which event woke us does
 // not matter) and only files whose content changed are decoded. See ModuleFiles for what a
-// bad or deleted file does.
+// bad or deleted file does. A file someone is writing in place (modified, not yet closed) is
+// left as it was until its writer closes it: its truncated content is not a Module edit.
 
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -57,6 +59,7 @@ class DirSource : public ModuleSource {
   void Rescan(bool initial);
   // Waits until inotify has been quiet for the debounce time; false when stopping.
   bool Settle();
+  // Reads the pending inotify events and tracks which manifests are open for writing.
   void Drain();
 
   const std::string dir_;
@@ -65,6 +68,7 @@ class DirSource : public ModuleSource {
   Callback on_update_;
   ModuleFiles files_;
   std::vector<api::Diagnostic> reported_;  // the errors last logged
+  std::set<std::string> writing_;          // modified and not yet closed (watcher thread)
   Fd inotify_;
   Fd wake_;  // eventfd: Stop wakes the watcher
   std::atomic<bool> stopping_{false};

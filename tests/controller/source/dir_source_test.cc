@@ -125,6 +125,32 @@ TEST_CASE("dir source reads the directory, then follows adds, edits, bad files a
   std::fclose(devnull);
 }
 
+TEST_CASE("dir source leaves a file being written in place alone until its writer closes it") {
+  TempDir dir;
+  Write(dir.path + "/a.yaml", ModuleYaml("a", "r/a:1"));
+  std::FILE* devnull = std::fopen("/dev/null", "w");
+  kmodd::Logger log(devnull);
+  Collector got;
+  DirSource src(dir.path, log, std::chrono::milliseconds(20));
+  REQUIRE(src.Start([&got](const SourceUpdate& u) { got(u); }).ok());
+
+  // Truncated and still open, while another file's change makes the source read everything.
+  std::ofstream in_place(dir.path + "/a.yaml");
+  Write(dir.path + "/b.yaml", ModuleYaml("b", "r/b:1"));
+  REQUIRE(got.WaitFor([](const Images& i, const Errors&) { return i.count("demo/b") == 1; }));
+  CHECK(got.Images().at("demo/a") == "r/a:1");
+
+  in_place << ModuleYaml("a", "r/a:2");
+  in_place.close();
+  CHECK(got.WaitFor([](const Images& i, const Errors&) { return i.at("demo/a") == "r/a:2"; }));
+
+  // Emptied on purpose (opened, truncated, closed): its Modules go.
+  std::ofstream(dir.path + "/a.yaml").close();
+  CHECK(got.WaitFor([](const Images& i, const Errors&) { return i.count("demo/a") == 0; }));
+  src.Stop();
+  std::fclose(devnull);
+}
+
 TEST_CASE("dir source refuses a directory that does not exist") {
   kmodd::Logger log(stderr);
   DirSource src("/nonexistent/kmodd-modules", log);
