@@ -110,6 +110,9 @@ void ListWatch::Run(http::Cancellation& stop) {
       }
       if (st.code() == absl::StatusCode::kOutOfRange) {
         need_list = true;  // 410: that version is gone; only a fresh list catches up
+        if (callbacks_.on_error) {
+          callbacks_.on_error(st);
+        }
         continue;
       }
       // A lost connection resumes the watch; anything else (a bad event, a permission

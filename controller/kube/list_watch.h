@@ -42,7 +42,8 @@ struct ListWatchCallbacks {
   std::function<void(const std::vector<Value>& objects)> on_sync;
   // Each change seen by the watch (never bookmarks). Required.
   std::function<void(EventType type, const Value& object)> on_event;
-  // Each error before it is retried, for the caller to log or count. Optional.
+  // Each error before it is retried, for the caller to log or count; OutOfRange (410 Gone)
+  // means a fresh list follows at once, without a backoff. Optional.
   std::function<void(const absl::Status& error)> on_error;
 };
 

@@ -110,6 +110,16 @@ void KubeSource::Stop() {
   }
 }
 
+void KubeSource::LogWatchError(const std::string& what, const absl::Status& e) {
+  if (e.code() == absl::StatusCode::kOutOfRange) {
+    // The version the watch would resume from is compacted away: list everything again.
+    log_.Info(absl::StrCat("watch of ", what, " expired; listing again"),
+              {{"error", e.ToString()}});
+    return;
+  }
+  log_.Warn(absl::StrCat("watch of ", what, " failed; retrying"), {{"error", e.ToString()}});
+}
+
 void KubeSource::RunNodes() {
   kube::ListWatchOptions o;
   o.path = kube::ResourcePath("v1", "nodes");
@@ -117,9 +127,7 @@ void KubeSource::RunNodes() {
       client_, o,
       {[this](const std::vector<Value>& objects) { OnNodeSync(objects); },
        [this](kube::EventType t, const Value& object) { OnNodeEvent(t, object); },
-       [this](const absl::Status& e) {
-         log_.Warn("watch of Nodes failed; retrying", {{"error", e.ToString()}});
-       }});
+       [this](const absl::Status& e) { LogWatchError("Nodes", e); }});
   lw.Run(stop_);
 }
 
@@ -136,9 +144,7 @@ void KubeSource::RunModules() {
       client_, o,
       {[this](const std::vector<Value>& objects) { OnModuleSync(objects); },
        [this](kube::EventType t, const Value& object) { OnModuleEvent(t, object); },
-       [this](const absl::Status& e) {
-         log_.Warn("watch of Modules failed; retrying", {{"error", e.ToString()}});
-       }});
+       [this](const absl::Status& e) { LogWatchError("Modules", e); }});
   lw.Run(stop_);
 }
 

@@ -75,6 +75,8 @@ class KubeSource {
   static constexpr std::chrono::minutes kSecretRefresh{3};
 
  private:
+  // Logs a list-watch error: a 410 (relist follows) at info, anything else as a warning.
+  void LogWatchError(const std::string& what, const absl::Status& e);
   void RunNodes();
   void RunModules();
   void RunSecrets();

@@ -2,7 +2,9 @@
 # `kmodd-controller run --kubernetes` against a real kube-apiserver (tools/kube) with
 # simulated agents (kmodd-loadgen) for three kubelet-less Node objects: Module status,
 # the KMM node labels and Events, the finalizer on delete (and how long after the agents'
-# unload report the labels go) and an API server restart (leader failover: kube_failover_test.sh).
+# unload report the labels go), an API server restart with watch expiry (410 Gone: the
+# controller relists and sees a Module deleted and one created while it was not watching;
+# leader failover: kube_failover_test.sh).
 # Without the harness (tools/kube/setup) it fails, never skips.
 #
 # usage: kube_mode_test.sh BIN_DIR SOURCE_DIR
@@ -13,7 +15,7 @@ src=$2
 dir=$(mktemp -d /tmp/kmodd-kube-mode-XXXXXX)
 pids=()
 cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; kill -CONT "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
   "$src/tools/kube/stop" "$dir/kube" >/dev/null 2>&1 || true
   if [[ ${KEEP:-} == "" ]]; then rm -rf "$dir"; else echo "kept $dir" >&2; fi
@@ -138,11 +140,27 @@ if len(lat) != 2 or max(lat.values()) >= 1000:
     sys.exit("label removal latency not measured on 2 nodes, or >= 1 s")
 PY
 
-step "API server restart: the watches come back, a new Module is handled"
+step "API server restart and watch expiry: a stopped controller relists and sees what it missed"
+module kmm-ci-b
+until_ok 20 status_is kmm-ci-b 2/2/2 || fail "status $(loader kmm-ci-b)"
+until_ok 10 ready_is kmm-ci-b "sim-0 sim-1" || fail "labels on '$(ready_nodes kmm-ci-b)'"
+# Frozen, the controller sees nothing of the restart nor of what follows: its watches then
+# resume from versions the restarted server's watch cache no longer holds (410 Gone).
+kill -STOP "$ctl_a_pid"
 "$src/tools/kube/start" --restart-apiserver "$dir/kube" >/dev/null
 # shellcheck disable=SC1091
 source "$dir/kube/env"
 k() { kubectl --kubeconfig "$KMODD_KUBE_KUBECONFIG" "$@"; }
-module kmm-ci-b
-until_ok 60 status_is kmm-ci-b 2/2/2 || fail "after restart: status $(loader kmm-ci-b)"
-until_ok 10 ready_is kmm-ci-b "sim-0 sim-1" || fail "after restart: labels on '$(ready_nodes kmm-ci-b)'"
+# kmm-ci-b vanishes without a deletion the controller could watch (its finalizer stripped, as
+# a forced delete does); kmm-ci-c appears.
+k patch module -n kmm-demo kmm-ci-b --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null
+k delete module -n kmm-demo kmm-ci-b >/dev/null
+module kmm-ci-c
+expired_before=$(grep -c '"watch of Modules expired; listing again"' "$dir/ctl-a.log" || true)
+kill -CONT "$ctl_a_pid"
+until_ok 30 bash -c "[[ \$(grep -c '\"watch of Modules expired; listing again\"' '$dir/ctl-a.log') -gt $expired_before ]]" ||
+  fail "the controller did not relist Modules after a 410"
+grep '"watch of Modules expired' "$dir/ctl-a.log" | tail -1
+until_ok 30 status_is kmm-ci-c 2/2/2 || fail "after the relist: kmm-ci-c status $(loader kmm-ci-c)"
+until_ok 10 ready_is kmm-ci-c "sim-0 sim-1" || fail "after the relist: kmm-ci-c labels on '$(ready_nodes kmm-ci-c)'"
+until_ok 10 ready_is kmm-ci-b "" || fail "after the relist: kmm-ci-b labels still on '$(ready_nodes kmm-ci-b)'"

@@ -140,8 +140,10 @@ TEST_CASE("ListWatch lists, watches from the list, follows bookmarks, relists on
   const std::string watch = cms + "?watch=1&allowWatchBookmarks=true&resourceVersion=";
   CHECK(targets == std::vector<std::string>{cms, watch + "10", watch + "20", cms, watch + "30",
                                             watch + "30", cms, watch + "40", watch + "41"});
-  CHECK(seen.log == std::vector<std::string>{"sync:ab", "added:c", "modified:c", "sync:ac",
-                                             "error:UNAVAILABLE", "sync:c", "deleted:c"});
+  CHECK(seen.log == std::vector<std::string>{"sync:ab", "added:c", "modified:c",
+                                             "error:OUT_OF_RANGE", "sync:ac",
+                                             "error:UNAVAILABLE", "error:OUT_OF_RANGE", "sync:c",
+                                             "deleted:c"});
 }
 
 TEST_CASE("ListWatch reads every page of a list before it syncs") {
@@ -207,7 +209,8 @@ TEST_CASE("ListWatch over the fake client sees writes, and relists after compact
   stop.Cancel();
   runner.join();
   std::lock_guard<std::mutex> lock(seen.mu);
-  CHECK(seen.log == std::vector<std::string>{"sync:a", "added:b", "sync:ab", "deleted:a"});
+  CHECK(seen.log == std::vector<std::string>{"sync:a", "added:b", "error:OUT_OF_RANGE",
+                                             "sync:ab", "deleted:a"});
 }
 
 }  // namespace
