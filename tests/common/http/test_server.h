@@ -1,10 +1,12 @@
 #pragma once
 // A canned HTTP(S) server for the client's tests: one thread on 127.0.0.1, port 0, serving
-// connections one after another. Header-only because the unit binary compiles *_test.cc only.
+// connections one after another, each for as long as the client keeps it (or, when asked, a
+// thread per connection). Header-only because the unit binary compiles *_test.cc only.
 
 #include <openssl/ssl.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/io_context.hpp>
@@ -34,6 +36,8 @@ struct Received {
   Headers headers;
   std::string body;
   std::string sni;  // TLS server name sent by the client, if any
+  int connection = 0;  // which connection it came on: 1 for the first accepted
+  int nth = 0;         // its place on that connection: 1 for the first request
 };
 
 // What the server sends back: raw bytes, written piece by piece with a pause between, so a
@@ -80,11 +84,13 @@ inline Canned ChunkedReply(const std::vector<std::string>& chunks,
 class TestServer {
  public:
   using Handler = std::function<Canned(const Received&)>;
+  // kConcurrent serves each connection on its own thread, calling the handler concurrently.
+  enum Mode { kOneAtATime, kConcurrent };
 
   // Plain HTTP, or HTTPS when a certificate chain and key (PEM) are given.
   explicit TestServer(Handler handler, const std::string& cert_pem = "",
-                      const std::string& key_pem = "")
-      : handler_(std::move(handler)), acceptor_(ioc_) {
+                      const std::string& key_pem = "", Mode mode = kOneAtATime)
+      : handler_(std::move(handler)), mode_(mode), acceptor_(ioc_) {
     namespace asio = boost::asio;
     const asio::ip::tcp::endpoint endpoint(asio::ip::make_address("127.0.0.1"), 0);
     acceptor_.open(endpoint.protocol());
@@ -105,6 +111,16 @@ class TestServer {
     // Wakes the blocking accept(); Linux answers EINVAL.
     ::shutdown(acceptor_.native_handle(), SHUT_RDWR);
     thread_.join();
+    {
+      // Wakes connection threads waiting for a client's next request.
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const int fd : open_) {
+        ::shutdown(fd, SHUT_RDWR);
+      }
+    }
+    for (std::thread& t : connection_threads_) {
+      t.join();
+    }
   }
 
   TestServer(const TestServer&) = delete;
@@ -118,39 +134,62 @@ class TestServer {
     std::lock_guard<std::mutex> lock(mu_);
     return received_;
   }
+  // Connections accepted so far, and how many of them the server has closed (the client's
+  // close included).
+  int accepted() const { return accepted_; }
+  int closed() const { return closed_; }
 
  private:
   void Serve() {
     while (!stopping_) {
-      boost::asio::ip::tcp::socket socket(ioc_);
+      auto socket = std::make_shared<boost::asio::ip::tcp::socket>(ioc_);
       boost::system::error_code ec;
-      acceptor_.accept(socket, ec);
+      acceptor_.accept(*socket, ec);
       if (ec) {
         if (stopping_) {
           return;
         }
         continue;
       }
-      if (tls_) {
-        boost::asio::ssl::stream<boost::asio::ip::tcp::socket&> stream(socket, *tls_);
-        stream.handshake(boost::asio::ssl::stream_base::server, ec);
-        if (ec) {
-          continue;  // the client refused our certificate: its test checks why
-        }
-        const char* sni = SSL_get_servername(stream.native_handle(), TLSEXT_NAMETYPE_host_name);
-        ServeConnection(stream, socket, sni ? sni : "");
+      const int id = ++accepted_;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        open_.push_back(socket->native_handle());
+      }
+      if (mode_ == kConcurrent) {
+        connection_threads_.emplace_back([this, socket, id] { ServeSocket(*socket, id); });
       } else {
-        ServeConnection(socket, socket, "");
+        ServeSocket(*socket, id);
       }
     }
   }
 
+  void ServeSocket(boost::asio::ip::tcp::socket& socket, int id) {
+    if (tls_) {
+      boost::asio::ssl::stream<boost::asio::ip::tcp::socket&> stream(socket, *tls_);
+      boost::system::error_code ec;
+      stream.handshake(boost::asio::ssl::stream_base::server, ec);
+      // On failure the client refused our certificate: its test checks why.
+      if (!ec) {
+        const char* sni = SSL_get_servername(stream.native_handle(), TLSEXT_NAMETYPE_host_name);
+        ServeConnection(stream, socket, sni ? sni : "", id);
+      }
+    } else {
+      ServeConnection(socket, socket, "", id);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    open_.erase(std::find(open_.begin(), open_.end(), socket.native_handle()));
+    boost::system::error_code ignored;
+    socket.close(ignored);
+    ++closed_;
+  }
+
   template <class Stream>
   void ServeConnection(Stream& stream, boost::asio::ip::tcp::socket& socket,
-                       const std::string& sni) {
+                       const std::string& sni, int id) {
     namespace bhttp = boost::beast::http;
     boost::beast::flat_buffer buffer;
-    while (!stopping_) {
+    for (int nth = 1; !stopping_; ++nth) {
       bhttp::request<bhttp::string_body> req;
       boost::system::error_code ec;
       bhttp::read(stream, buffer, req, ec);
@@ -170,6 +209,8 @@ class TestServer {
       }
       got.body = req.body();
       got.sni = sni;
+      got.connection = id;
+      got.nth = nth;
       {
         std::lock_guard<std::mutex> lock(mu_);
         received_.push_back(got);
@@ -183,7 +224,7 @@ class TestServer {
         std::this_thread::sleep_for(reply.pause);
       }
       if (reply.close) {
-        return;  // the socket closes with its owner in Serve()
+        return;  // the socket closes in ServeSocket()
       }
       if (reply.hang) {
         // Hold the connection, silent, until the client gives up or the test ends.
@@ -201,13 +242,18 @@ class TestServer {
   }
 
   Handler handler_;
+  const Mode mode_;
   boost::asio::io_context ioc_;
   boost::asio::ip::tcp::acceptor acceptor_;
   std::unique_ptr<boost::asio::ssl::context> tls_;
   uint16_t port_ = 0;
   std::atomic<bool> stopping_{false};
+  std::atomic<int> accepted_{0};
+  std::atomic<int> closed_{0};
   mutable std::mutex mu_;
   std::vector<Received> received_;
+  std::vector<int> open_;  // connections' descriptors, until closed
+  std::vector<std::thread> connection_threads_;
   std::thread thread_;
 };
 
