@@ -1,6 +1,7 @@
 #include "common/http/beast_client.h"
 
 #include <algorithm>
+#include <boost/asio/error.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -11,6 +12,10 @@
 #include <exception>
 #include <functional>
 #include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -18,6 +23,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/http/beast_internal.h"
+#include "common/http/beast_pool.h"
 
 namespace kmodd::http {
 namespace {
@@ -65,26 +71,34 @@ absl::Status ValidateRequest(const Request& request) {
 
 std::string Millis(Duration d) { return absl::StrCat(d.count(), "ms"); }
 
-// Runs asynchronous operations one at a time on a private io_context. Each is bounded by the
-// idle timeout and by what is left of the whole request's deadline, through the stream's
-// own timer (beast::tcp_stream cancels the operation when it fires).
+// Runs asynchronous operations one at a time on the io_context of the connection in use.
+// Each is bounded by the idle timeout and by what is left of the whole request's deadline,
+// through the stream's own timer (beast::tcp_stream cancels the operation when it fires).
 class Timed {
  public:
   Timed(Duration total, Duration idle, Cancellation* cancel)
-      : deadline_(Clock::now() + total), total_(total), idle_(idle), cancel_(cancel) {
-    if (cancel_ != nullptr) {
-      cancel_->Attach(&ioc_);
-    }
-  }
-  ~Timed() {
-    if (cancel_ != nullptr) {
-      cancel_->Detach(&ioc_);
-    }
-  }
+      : deadline_(Clock::now() + total), total_(total), idle_(idle), cancel_(cancel) {}
+  ~Timed() { Unbind(); }
   Timed(const Timed&) = delete;
   Timed& operator=(const Timed&) = delete;
 
-  asio::io_context& ioc() { return ioc_; }
+  // Operations run on `ioc` until Unbind(), and Cancel() stops it meanwhile. Unbind before
+  // the connection goes back to the pool: a late Cancel() must not stop another call.
+  void Bind(asio::io_context* ioc) {
+    Unbind();
+    ioc_ = ioc;
+    if (cancel_ != nullptr) {
+      cancel_->Attach(ioc_);
+    }
+  }
+  void Unbind() {
+    if (ioc_ != nullptr && cancel_ != nullptr) {
+      cancel_->Detach(ioc_);
+    }
+    ioc_ = nullptr;
+  }
+
+  asio::io_context& ioc() { return *ioc_; }
 
   template <class Initiate>
   beast::error_code Run(beast::tcp_stream& lowest, Initiate&& initiate) {
@@ -94,20 +108,20 @@ class Timed {
       return beast::error::timeout;
     }
     // Restarted before the check: a Cancel() after it stops the run() below.
-    ioc_.restart();
+    ioc_->restart();
     if (Cancelled()) {
       return asio::error::operation_aborted;
     }
     lowest.expires_after(std::min(left, idle_));
     beast::error_code result = asio::error::would_block;
     std::forward<Initiate>(initiate)([&result](beast::error_code ec, auto&&...) { result = ec; });
-    ioc_.run();
+    ioc_->run();
     if (result == asio::error::would_block) {
       // Stopped by Cancel(): abort the operation and let its handler run while `result`
       // is still in scope.
       lowest.cancel();
-      ioc_.restart();
-      ioc_.run();
+      ioc_->restart();
+      ioc_->run();
       result = asio::error::operation_aborted;
     }
     return result;
@@ -115,11 +129,11 @@ class Timed {
 
   // Runs the io_context until its work is done or Cancel(); false when cancelled.
   bool RunAll() {
-    ioc_.restart();
+    ioc_->restart();
     if (Cancelled()) {
       return false;
     }
-    ioc_.run();
+    ioc_->run();
     return !Cancelled();
   }
 
@@ -131,7 +145,7 @@ class Timed {
   }
 
  private:
-  asio::io_context ioc_;
+  asio::io_context* ioc_ = nullptr;
   const Clock::time_point deadline_;
   const Duration total_;
   const Duration idle_;
@@ -139,7 +153,19 @@ class Timed {
   bool by_deadline_ = false;
 };
 
-// What one connection to one URL produced: a final response, or where to go next.
+// Keeps `timed` on a connection's io_context for a scope.
+class Bound {
+ public:
+  Bound(Timed& timed, asio::io_context& ioc) : timed_(timed) { timed_.Bind(&ioc); }
+  ~Bound() { timed_.Unbind(); }
+  Bound(const Bound&) = delete;
+  Bound& operator=(const Bound&) = delete;
+
+ private:
+  Timed& timed_;
+};
+
+// What one request on one connection produced: a final response, or where to go next.
 struct Hop {
   Response response;
   std::optional<std::string> location;
@@ -149,10 +175,12 @@ struct Hop {
 class Exchange {
  public:
   using TlsSource = std::function<absl::StatusOr<BeastHttpClient::Tls*>()>;
-  Exchange(const ClientOptions& options, TlsSource tls, const Request& request,
-           const BodyHandler* handler)
+  // `pool`: where to find and leave kept-alive connections; null for none.
+  Exchange(const ClientOptions& options, TlsSource tls, BeastHttpClient::Pool* pool,
+           const Request& request, const BodyHandler* handler)
       : options_(options),
         tls_source_(std::move(tls)),
+        pool_(pool),
         request_(request),
         handler_(handler),
         timed_(request.timeout.value_or(options.timeout),
@@ -163,9 +191,11 @@ class Exchange {
  private:
   absl::StatusOr<Hop> HopTo(const Url& url, const std::string& method, const Headers& headers,
                             const std::string& body);
+  // Connects a new connection, and makes the TLS handshake on an https one.
+  absl::Status Open(Connection& conn, const Url& url);
   template <class Stream>
   absl::StatusOr<Hop> HopOn(Stream& stream, const Url& url, const std::string& method,
-                            const Headers& headers, const std::string& body);
+                            const Headers& headers, const std::string& body, HopState& state);
   absl::Status Connect(beast::tcp_stream& tcp, const Url& url);
   template <class Stream>
   absl::Status ReadBody(Stream& stream, beast::flat_buffer& buffer,
@@ -182,7 +212,8 @@ class Exchange {
 
   const ClientOptions& options_;
   TlsSource tls_source_;
-  BeastHttpClient::Tls* tls_ = nullptr;  // set by HopTo for an https hop
+  BeastHttpClient::Tls* tls_ = nullptr;  // set by HopTo for an https hop on a new connection
+  BeastHttpClient::Pool* const pool_;
   const Request& request_;
   const BodyHandler* handler_;  // null: buffer the body
   Timed timed_;
@@ -241,17 +272,69 @@ absl::StatusOr<Response> Exchange::Run() {
 
 absl::StatusOr<Hop> Exchange::HopTo(const Url& url, const std::string& method,
                                     const Headers& headers, const std::string& body) {
-  if (url.IsHttps()) {
-    absl::StatusOr<BeastHttpClient::Tls*> tls = tls_source_();
-    if (!tls.ok()) {
-      return tls.status();
+  // TLS settings are the client's, the same for every connection in its pool.
+  const std::string key = absl::StrCat(url.scheme, "://", url.Authority());
+  // At most two attempts: a kept connection, then (only if the server had closed it) a new one.
+  for (int attempt = 0;; ++attempt) {
+    std::unique_ptr<Connection> conn;
+    if (pool_ != nullptr && attempt == 0) {
+      conn = pool_->Take(key);
     }
-    tls_ = *tls;
-    TlsStream stream(timed_.ioc(), tls_->ctx);
-    return HopOn(stream, url, method, headers, body);
+    const bool reused = conn != nullptr;
+    if (!reused) {
+      BeastHttpClient::Tls* tls = nullptr;
+      if (url.IsHttps()) {
+        absl::StatusOr<BeastHttpClient::Tls*> made = tls_source_();
+        if (!made.ok()) {
+          return made.status();
+        }
+        tls = tls_ = *made;
+      }
+      conn = std::make_unique<Connection>(key, tls);
+    }
+    HopState state;
+    absl::StatusOr<Hop> hop;
+    {
+      const Bound bound(timed_, conn->ioc);
+      if (!reused) {
+        if (absl::Status s = Open(*conn, url); !s.ok()) {
+          return s;
+        }
+      }
+      hop = conn->tls ? HopOn(*conn->tls, url, method, headers, body, state)
+                      : HopOn(*conn->tcp, url, method, headers, body, state);
+    }
+    if (pool_ != nullptr && state.reusable) {
+      pool_->Put(std::move(conn));
+    }
+    if (hop.ok() || !reused || !state.retryable) {
+      return hop;
+    }
   }
-  beast::tcp_stream stream(timed_.ioc());
-  return HopOn(stream, url, method, headers, body);
+}
+
+absl::Status Exchange::Open(Connection& conn, const Url& url) {
+  beast::tcp_stream& tcp = conn.Lowest();
+  if (absl::Status s = Connect(tcp, url); !s.ok()) {
+    return s;
+  }
+  if (!conn.tls) {
+    return absl::OkStatus();
+  }
+  TlsStream& stream = *conn.tls;
+  if (absl::Status s = PrepareTls(stream.native_handle(), url, tls_->verify); !s.ok()) {
+    return s;
+  }
+  const beast::error_code ec = timed_.Run(tcp, [&](auto handler) {
+    stream.async_handshake(asio::ssl::stream_base::client, std::move(handler));
+  });
+  if (ec && timed_.Cancelled()) {
+    return Transport(ec, "TLS handshake", url);
+  }
+  if (ec) {
+    return HandshakeStatus(ec, stream.native_handle(), tls_->verify, url, timed_.TimeoutText());
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Exchange::Connect(beast::tcp_stream& tcp, const Url& url) {
@@ -288,26 +371,9 @@ absl::Status Exchange::Connect(beast::tcp_stream& tcp, const Url& url) {
 
 template <class Stream>
 absl::StatusOr<Hop> Exchange::HopOn(Stream& stream, const Url& url, const std::string& method,
-                                    const Headers& headers, const std::string& body) {
+                                    const Headers& headers, const std::string& body,
+                                    HopState& state) {
   beast::tcp_stream& tcp = beast::get_lowest_layer(stream);
-  if (absl::Status s = Connect(tcp, url); !s.ok()) {
-    return s;
-  }
-  if constexpr (std::is_same_v<Stream, TlsStream>) {
-    if (absl::Status s = PrepareTls(stream.native_handle(), url, tls_->verify); !s.ok()) {
-      return s;
-    }
-    const beast::error_code ec = timed_.Run(tcp, [&](auto handler) {
-      stream.async_handshake(asio::ssl::stream_base::client, std::move(handler));
-    });
-    if (ec && timed_.Cancelled()) {
-      return Transport(ec, "TLS handshake", url);
-    }
-    if (ec) {
-      return HandshakeStatus(ec, stream.native_handle(), tls_->verify, url, timed_.TimeoutText());
-    }
-  }
-
   bhttp::request<bhttp::string_body> req;
   req.version(11);
   if (const bhttp::verb verb = bhttp::string_to_verb(method); verb != bhttp::verb::unknown) {
@@ -328,6 +394,8 @@ absl::StatusOr<Hop> Exchange::HopOn(Stream& stream, const Url& url, const std::s
   beast::error_code ec =
       timed_.Run(tcp, [&](auto handler) { bhttp::async_write(stream, req, std::move(handler)); });
   if (ec) {
+    // A request the server did not take whole is one it cannot have acted on.
+    state.retryable = !timed_.Cancelled() && ClosedByPeer(ec);
     return Transport(ec, "send request", url);
   }
 
@@ -348,6 +416,12 @@ absl::StatusOr<Hop> Exchange::HopOn(Stream& stream, const Url& url, const std::s
     bhttp::async_read_header(stream, buffer, parser, std::move(handler));
   });
   if (ec) {
+    // Not a byte of an answer: a server closing an idle connection as the request arrived.
+    // A POST or PATCH is sent again only after a clean close (the server read nothing and
+    // said goodbye); a reset may follow a request it had read, so only idempotent ones.
+    const bool nothing = !parser.got_some() && buffer.size() == 0;
+    state.retryable = !timed_.Cancelled() && nothing &&
+                      (IsEof(ec) || (ClosedByPeer(ec) && IsIdempotent(method)));
     return Transport(ec, "read response", url);
   }
 
@@ -404,6 +478,12 @@ absl::StatusOr<Hop> Exchange::HopOn(Stream& stream, const Url& url, const std::s
   if (absl::Status s = ReadBody(stream, buffer, parser, url, sink, stop); !s.ok()) {
     return s;
   }
+  bool leftover = buffer.size() > 0;
+  if constexpr (std::is_same_v<Stream, TlsStream>) {
+    leftover = leftover || SSL_pending(stream.native_handle()) > 0;
+  }
+  state.reusable = parser.is_done() && parser.keep_alive() && !stop && !leftover &&
+                   !AsksToClose(headers) && !timed_.Cancelled();
   return hop;
 }
 
@@ -456,7 +536,12 @@ absl::StatusOr<std::unique_ptr<BeastHttpClient>> BeastHttpClient::Create(ClientO
 }
 
 BeastHttpClient::BeastHttpClient(ClientOptions options, std::unique_ptr<Tls> tls)
-    : options_(std::move(options)), tls_(std::move(tls)) {}
+    : options_(std::move(options)), tls_(std::move(tls)) {
+  if (options_.reuse_connections) {
+    pool_ = std::make_unique<Pool>(options_.max_idle_connections,
+                                   options_.idle_connection_timeout);
+  }
+}
 
 absl::StatusOr<BeastHttpClient::Tls*> BeastHttpClient::TlsContext() {
   std::lock_guard<std::mutex> lock(tls_mu_);
@@ -485,7 +570,9 @@ absl::StatusOr<Response> BeastHttpClient::Do(const Request& request, const BodyH
   // Boost and the standard library report some failures (allocation, a broken io_context) by
   // throwing; none of that crosses this API.
   try {
-    Exchange exchange(options_, [this] { return TlsContext(); }, request, handler);
+    // Stream() has its connection to itself: a watch or a download holds it for long.
+    Exchange exchange(options_, [this] { return TlsContext(); },
+                      handler == nullptr ? pool_.get() : nullptr, request, handler);
     return exchange.Run();
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("HTTP ", request.method, ": ", e.what()));

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -33,10 +35,19 @@ struct ClientOptions {
   // An https URL redirecting to plain http is refused unless this is set.
   bool allow_redirect_to_http = false;
   std::string user_agent = "kmodd";
+  // Fetch() keeps a connection open after a complete keep-alive response and sends the next
+  // call to the same scheme, host and port over it (Stream() never does: a watch or a blob
+  // download has its connection to itself). A call that finds its kept connection closed by
+  // the server before any byte of the response is sent again once on a new connection. Off
+  // by default: an image pull makes few, large calls to hosts that redirect to one another.
+  bool reuse_connections = false;
+  size_t max_idle_connections = 32;
+  // A kept connection idle this long is closed rather than reused (servers close theirs).
+  Duration idle_connection_timeout = std::chrono::seconds(30);
 };
 
-// HttpClient on Boost.Beast and OpenSSL. One connection per call, closed at its end (the
-// calls an image pull makes are few and large; reuse can come later behind this interface).
+// HttpClient on Boost.Beast and OpenSSL. One connection per call, closed at its end, unless
+// ClientOptions::reuse_connections (then Fetch() keeps idle connections, thread-safely).
 // Server names are verified against the certificate's DNS names, IP literals against its IP
 // addresses; SNI is sent for names. Names resolve through getaddrinfo, which the timeouts
 // cannot interrupt; IP literals connect directly.
@@ -51,7 +62,8 @@ class BeastHttpClient final : public HttpClient {
   [[nodiscard]] absl::StatusOr<Response> Stream(const Request& request,
                                                 const BodyHandler& handler) override;
 
-  struct Tls;  // the OpenSSL context, shared by all calls
+  struct Tls;   // the OpenSSL context, shared by all calls
+  class Pool;   // idle keep-alive connections, shared by all calls
 
  private:
   BeastHttpClient(ClientOptions options, std::unique_ptr<Tls> tls);
@@ -62,6 +74,7 @@ class BeastHttpClient final : public HttpClient {
 
   std::mutex tls_mu_;
   std::unique_ptr<Tls> tls_;
+  std::unique_ptr<Pool> pool_;  // null unless reuse_connections; its connections use tls_
 };
 
 }  // namespace kmodd::http
