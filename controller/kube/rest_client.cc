@@ -87,6 +87,9 @@ absl::StatusOr<std::unique_ptr<RestKubeClient>> RestKubeClient::Create(const Kub
   options.tls.client_cert_pem = config.client_cert_pem;
   options.tls.client_key_pem = config.client_key_pem;
   options.user_agent = "kmodd-controller";
+  // Status writes, label patches, Events and TokenReviews are many small calls to one
+  // server: a TLS handshake each cost more than the call itself (docs/performance.md).
+  options.reuse_connections = true;
   absl::StatusOr<std::unique_ptr<http::BeastHttpClient>> http =
       http::BeastHttpClient::Create(std::move(options));
   if (!http.ok()) {

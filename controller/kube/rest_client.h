@@ -13,7 +13,8 @@
 namespace kmodd::kube {
 
 // KubeClient on common/http: JSON in and out, a bearer token (re-read as it rotates) or a
-// client certificate, one connection per call.
+// client certificate. Create()'s client keeps connections to the server alive between calls
+// (a watch has its own).
 class RestKubeClient final : public KubeClient {
  public:
   // With a BeastHttpClient that trusts config.ca_pem (or the system's CAs when empty) and

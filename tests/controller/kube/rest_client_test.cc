@@ -94,6 +94,24 @@ TEST_CASE("Each verb sends the method, path, content type, token and body Kubern
   }
 }
 
+TEST_CASE("Create's client sends one call after another over one connection") {
+  RealClock clock;
+  TestServer server([](const Received&) { return Reply(200, kCm); });
+  KubeConfig config;
+  config.server = server.Url("/");
+  config.token = "t0ken";
+  auto client = RestKubeClient::Create(config, clock);
+  REQUIRE(client.ok());
+  const std::string cm = ResourcePath("v1", "configmaps", "ns1", "a");
+  const Value body = Obj(R"({"data":{"k":"v"}})");
+  REQUIRE((*client)->Get(cm).ok());
+  REQUIRE((*client)->MergePatch(cm, body).ok());
+  REQUIRE((*client)->Create(ResourcePath("v1", "configmaps", "ns1"), body).ok());
+  REQUIRE((*client)->Get(cm).ok());
+  CHECK(server.received().size() == 4);
+  CHECK(server.accepted() == 1);
+}
+
 TEST_CASE("List returns items, resourceVersion and continue, with escaped selectors") {
   RealClock clock;
   TestServer server([](const Received&) {
