@@ -11,6 +11,7 @@
 #include "common/value.h"
 #include "controller/api/decode.h"
 #include "firmware/stager.h"
+#include "node-agent/cli/apply.h"
 #include "node-agent/cli/commands.h"
 #include "node-agent/cli/image_flags.h"
 #include "node-agent/kernel/errors.h"
@@ -35,17 +36,6 @@ constexpr char kUsage[] =
     "  containerImage is an OCI reference, oci-layout:PATH[:TAG], or dir:/path/to/rootfs.\n";
 
 constexpr int kMaxRounds = 6;
-
-struct ApplyOptions {
-  std::string file;
-  std::string state_dir = "/var/lib/kmodd";
-  std::string firmware_dir = "/var/lib/firmware";
-  bool firmware_class_path = false;
-  std::string format = "yaml";
-  std::string cache;  // default <state-dir>/images
-  std::string pull_secret_file;
-  std::string ca_file;
-};
 
 class StagerStore : public reconcile::FirmwareStore {
  public:
@@ -93,44 +83,8 @@ Value StringList(const std::vector<std::string>& v) {
 
 }  // namespace
 
-int ApplyCommand(const std::vector<std::string>& args) {
-  ApplyOptions o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    const bool v = i + 1 < args.size();
-    if ((a == "-f" || a == "--filename") && v) {
-      o.file = args[++i];
-    } else if (a == "--state-dir" && v) {
-      o.state_dir = args[++i];
-    } else if (a == "--firmware-dir" && v) {
-      o.firmware_dir = args[++i];
-    } else if (a == "--cache" && v) {
-      o.cache = args[++i];
-    } else if (a == "--pull-secret" && v) {
-      o.pull_secret_file = args[++i];
-    } else if (a == "--ca" && v) {
-      o.ca_file = args[++i];
-    } else if (a == "--firmware-class-path") {
-      o.firmware_class_path = true;
-    } else if ((a == "-o" || a == "--output") && v) {
-      o.format = args[++i];
-    } else if (a == "-h" || a == "--help") {
-      std::cout << kUsage;
-      return 0;
-    } else {
-      std::cerr << "error: unexpected argument \"" << a << "\"\n" << kUsage;
-      return 2;
-    }
-  }
-  if (o.file.empty() || (o.format != "yaml" && o.format != "json")) {
-    std::cerr << "error: -f DESIRED.yaml is required and -o is yaml or json\n" << kUsage;
-    return 2;
-  }
-  auto desired = ReadDesired(o.file);
-  if (!desired.ok()) {
-    std::cerr << "error: " << desired.status().message() << "\n";
-    return 1;
-  }
+absl::StatusOr<ApplyReport> ApplyDesired(const ApplyOptions& o,
+                                         const api::NodeModulesConfig& desired) {
   firmware::StagerOptions fo;
   fo.firmware_dir = o.firmware_dir;
   fo.ledger_path = o.state_dir + "/firmware-ledger.json";
@@ -141,8 +95,7 @@ int ApplyCommand(const std::vector<std::string>& args) {
   std::filesystem::create_directories(o.state_dir, ec);
   auto stager = firmware::Stager::Open(fo);
   if (!stager.ok()) {
-    std::cerr << "error: " << stager.status().message() << "\n";
-    return 1;
+    return stager.status();
   }
   StagerStore firmware_store(std::move(*stager));
   kernel::KmodKernel kernel(kernel::KmodKernel::Options{});
@@ -152,8 +105,7 @@ int ApplyCommand(const std::vector<std::string>& args) {
   if (!o.pull_secret_file.empty()) {
     auto secret = ReadFile(o.pull_secret_file);
     if (!secret.ok()) {
-      std::cerr << "error: " << secret.status().message() << "\n";
-      return 1;
+      return secret.status();
     }
     image_options.pull_secret = *secret;
   }
@@ -161,8 +113,7 @@ int ApplyCommand(const std::vector<std::string>& args) {
   const std::string journal_path = o.state_dir + "/journal.json";
   auto journal = reconcile::LoadJournal(journal_path);
   if (!journal.ok()) {
-    std::cerr << "error: " << journal.status().message() << "\n";
-    return 1;
+    return journal.status();
   }
   reconcile::Executor executor(kernel, &firmware_store, journal_path, *journal);
 
@@ -172,12 +123,12 @@ int ApplyCommand(const std::vector<std::string>& args) {
   for (int round = 0; round < kMaxRounds && !converged; ++round) {
     auto observed = kernel.Observe();
     if (!observed.ok()) {
-      std::cerr << "error: observing the kernel: " << observed.status().message() << "\n";
-      return 1;
+      return absl::Status(observed.status().code(),
+                          absl::StrCat("observing the kernel: ", observed.status().message()));
     }
     reconcile::ForgetBoot(*journal, observed->boot_id);
     prepared.clear();
-    for (const auto& spec : desired->modules) {
+    for (const auto& spec : desired.modules) {
       prepared.push_back(reconcile::Prepare(spec, observed->release, images, kernel));
       if (!prepared.back().problem.ok() && round == 0) {
         std::cerr << "error: " << spec.Key() << ": " << prepared.back().problem.message() << "\n";
@@ -255,13 +206,59 @@ int ApplyCommand(const std::vector<std::string>& args) {
     }
   }
   Value out = Value::EmptyMap();
-  out.Set("node", desired->metadata.name);
+  out.Set("node", desired.metadata.name);
   out.Set("kernel", observed.ok() ? observed->release : "");
   out.Set("bootId", observed.ok() ? observed->boot_id : "");
   out.Set("converged", all_ok);
   out.Set("modules", std::move(items));
-  std::cout << (o.format == "json" ? ToJson(out) : ToYaml(out));
-  return all_ok ? 0 : 1;
+  return ApplyReport{std::move(out), all_ok};
+}
+
+int ApplyCommand(const std::vector<std::string>& args) {
+  ApplyOptions o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    const bool v = i + 1 < args.size();
+    if ((a == "-f" || a == "--filename") && v) {
+      o.file = args[++i];
+    } else if (a == "--state-dir" && v) {
+      o.state_dir = args[++i];
+    } else if (a == "--firmware-dir" && v) {
+      o.firmware_dir = args[++i];
+    } else if (a == "--cache" && v) {
+      o.cache = args[++i];
+    } else if (a == "--pull-secret" && v) {
+      o.pull_secret_file = args[++i];
+    } else if (a == "--ca" && v) {
+      o.ca_file = args[++i];
+    } else if (a == "--firmware-class-path") {
+      o.firmware_class_path = true;
+    } else if ((a == "-o" || a == "--output") && v) {
+      o.format = args[++i];
+    } else if (a == "-h" || a == "--help") {
+      std::cout << kUsage;
+      return 0;
+    } else {
+      std::cerr << "error: unexpected argument \"" << a << "\"\n" << kUsage;
+      return 2;
+    }
+  }
+  if (o.file.empty() || (o.format != "yaml" && o.format != "json")) {
+    std::cerr << "error: -f DESIRED.yaml is required and -o is yaml or json\n" << kUsage;
+    return 2;
+  }
+  auto desired = ReadDesired(o.file);
+  if (!desired.ok()) {
+    std::cerr << "error: " << desired.status().message() << "\n";
+    return 1;
+  }
+  auto report = ApplyDesired(o, *desired);
+  if (!report.ok()) {
+    std::cerr << "error: " << report.status().message() << "\n";
+    return 1;
+  }
+  std::cout << (o.format == "json" ? ToJson(report->report) : ToYaml(report->report));
+  return report->converged ? 0 : 1;
 }
 
 }  // namespace kmodd::agent

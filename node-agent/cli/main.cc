@@ -1,5 +1,5 @@
-// kmodd-agent: the node side of kmodd. The daemon (run) and one-shot commands (apply, pull,
-// watch). Each command lives in its own file.
+// kmodd-agent: the node side of kmodd. The daemon (run) and one-shot commands (apply,
+// cleanup, pull, watch). Each command lives in its own file.
 
 #include <iostream>
 #include <string>
@@ -17,6 +17,7 @@ struct Command {
 
 constexpr Command kCommands[] = {
     {"apply", kmodd::agent::ApplyCommand, "reconcile this node to a NodeModulesConfig once, then exit"},
+    {"cleanup", kmodd::agent::CleanupCommand, "remove what kmodd keeps on this node (after uninstall)"},
     {"pull", kmodd::agent::PullCommand, "pull and extract one driver image into the cache"},
     {"run", kmodd::agent::RunCommand, "run the agent: sync with the controller, reconcile, serve agentctl"},
     {"watch", kmodd::agent::WatchCommand, "print the kernel's module load/unload events as they happen"},

@@ -25,6 +25,9 @@
 #   kill9-resume             apply killed (kill -9) three times mid-way; then converges
 #                            with every module inserted once
 #   reboot                   two boots on one state disk: new boot id, modules loaded again
+#   cleanup                  `kmodd-agent cleanup` refuses while kmodd's modules are loaded,
+#                            with --unload unloads them, deletes the firmware, restores
+#                            firmware_class.path and removes the state directory
 set -uo pipefail
 bin="$1"
 root="$2"
@@ -338,6 +341,47 @@ EOF
   expect_count "$g/dmesg" "kmm_ci_a: loaded" 1
 }
 
+case_cleanup() {
+  {
+    module fw /img kmm_ci_fw 'modprobe.firmwarePath: /firmware'
+    module deps /img kmm_ci_dep_user
+  } | config desired.yaml
+  guest <<'EOF'
+mkdir -p /custom/fw
+echo -n /custom/fw >/sys/module/firmware_class/parameters/path
+apply load desired.yaml --firmware-class-path
+run refused $A cleanup --firmware-class-path
+snap refused
+run refused.ls ls -A /var/lib/kmodd
+run unload $A cleanup --unload --firmware-class-path
+snap unload
+put unload.fwpath /sys/module/firmware_class/parameters/path
+run unload.fw ls -A /var/lib/firmware
+run unload.state ls -d /var/lib/kmodd
+run again $A cleanup
+EOF
+  boot
+  expect_rc load 0
+  # Refused: nothing unloaded, nothing removed, and it says what is loaded and what to do.
+  expect_nonzero refused
+  expect_in "$(sec refused.err)" "Module e2e/fw: kmm_ci_fw"
+  expect_in "$(sec refused.err)" "Module e2e/deps: kmm_ci_dep_base, kmm_ci_dep_user"
+  expect_in "$(sec refused.err)" "--unload"
+  expect_loaded refused kmm_ci_fw kmm_ci_dep_base kmm_ci_dep_user
+  expect_in "$(sec refused.ls.out)" journal.json
+  # --unload: the kernel, the firmware directory and firmware_class.path as before kmodd.
+  expect_rc unload 0
+  expect_not_loaded unload kmm_ci_fw kmm_ci_dep_base kmm_ci_dep_user
+  expect_in "$(sec unload.out)" "unloaded Module e2e/fw: kmm_ci_fw"
+  expect_in "$(sec unload.out)" "removed /var/lib/kmodd/journal.json"
+  expect_in "$(sec unload.out)" "removed /var/lib/kmodd"
+  expect_in "$(sec unload.fwpath)" /custom/fw
+  expect_not_in "$(sec unload.fw.out)" kmm_ci_fw
+  expect_nonzero unload.state
+  expect_rc again 0
+  expect_in "$(sec again.out)" "nothing to remove"
+}
+
 case_reboot() {
   {
     module a /img kmm_ci_a
@@ -383,6 +427,7 @@ case "$case_name" in
   udev-drift) case_udev_drift ;;
   kill9-resume) case_kill9 ;;
   reboot) case_reboot ;;
+  cleanup) case_cleanup ;;
   *) fail "unknown case $case_name" ;;
 esac
 took=$((($(micros) - start) / 100000))
