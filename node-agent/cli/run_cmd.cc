@@ -26,6 +26,7 @@
 #include "node-agent/cli/image_flags.h"
 #include "node-agent/kernel/kmod_kernel.h"
 #include "node-agent/kernel/udev_monitor.h"
+#include "node-agent/reconcile/journal.h"
 #include "node-agent/reconcile/oci_image_store.h"
 #include "node-agent/server/agent_state.h"
 #include "node-agent/server/firmware_store.h"
@@ -34,6 +35,7 @@
 #include "node-agent/server/metrics_server.h"
 #include "node-agent/server/node_info.h"
 #include "node-agent/server/reconciler.h"
+#include "node-agent/server/state_cleanup.h"
 #include "node-agent/server/sync_client.h"
 #include "node-agent/server/wire.h"
 
@@ -58,7 +60,9 @@ constexpr char kUsage[] =
     "  Runs the agent: reconciles this node to the desired state the controller pushes,\n"
     "  and, at once on start, to the last one it accepted (STATE/desired.pb), so that a\n"
     "  node comes back by itself after a reboot. Without --controller it runs from that\n"
-    "  persisted state only. A lost controller changes nothing on the node.\n"
+    "  persisted state only. A lost controller changes nothing on the node. Stopped while\n"
+    "  the controller's last state has no Modules and nothing of kmodd's is loaded (as at\n"
+    "  uninstall), it removes its state directory and socket.\n"
     "  --node-name NAME       default: the hostname; must be the CN of --cert\n"
     "  --cert/--key/--ca      mTLS to the controller (the controller's certificate must\n"
     "                         chain to --ca); required unless --insecure\n"
@@ -189,6 +193,32 @@ std::optional<server::DesiredState> LoadPersisted(const std::string& path, Logge
     return std::nullopt;
   }
   return std::move(*desired);
+}
+
+// After the agent stopped: when the controller's last word was "no Modules here" and the
+// journal holds nothing (nothing of ours loaded, no firmware staged, no in-tree module
+// removed), the state directory has nothing worth keeping. Uninstall looks exactly like
+// this (Modules deleted, then the DaemonSet), so the node is left with nothing of kmodd's.
+void RemoveStateIfIdle(const RunOptions& o, const std::string& desired_path, Logger& log) {
+  std::optional<server::DesiredState> desired = LoadPersisted(desired_path, log);
+  if (!desired || !desired->modules.empty()) {
+    return;  // none received (or unreadable): unknown is not idle
+  }
+  auto journal = reconcile::LoadJournal(o.state_dir + "/journal.json");
+  if (!journal.ok() || !journal->modules.empty()) {
+    return;
+  }
+  const server::StateCleanup done = server::RemoveAgentState(o.state_dir, o.socket);
+  Value removed = Value::EmptyList();
+  for (const auto& p : done.removed) {
+    removed.Append(p);
+  }
+  Value left = Value::EmptyList();
+  for (const auto& p : done.left) {
+    left.Append(p);
+  }
+  log.Info("nothing desired and nothing loaded: removed the agent's state",
+           {{"removed", std::move(removed)}, {"left", std::move(left)}});
 }
 
 // Wakes the reconciler on every module uevent (drift is seen within milliseconds).
@@ -435,6 +465,7 @@ int RunCommand(const std::vector<std::string>& args) {
   }
   (*local)->Stop();
   reconciler.Stop();
+  RemoveStateIfIdle(o, desired_path, log);
   log.Info("stopped");
   return 0;
 }

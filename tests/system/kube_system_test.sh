@@ -10,7 +10,11 @@
 #      Event for kmodd-vm;
 #   2. update it (image v2): the VM's agent reloads it from v2;
 #   3. delete it: the finalizer holds the Module until the VM's agent has unloaded it (when
-#      the Module is gone, kmm_ci_fw is already out of the VM's /proc/modules), the labels go.
+#      the Module is gone, kmm_ci_fw is already out of the VM's /proc/modules), the labels go;
+#   4. stop the VM's agent, as deleting the DaemonSet at uninstall does: nothing of kmodd's is
+#      left in the VM (/var/lib/kmodd, a mount point like the pod's hostPath, empty; no
+#      /run/kmodd; firmware_class.path as it was), and no kmm.node.kubernetes.io label on
+#      any Node.
 # Fails, never skips, without the harness (tools/kube/setup) or the rig (tools/vm/setup).
 #
 # usage: kube_system_test.sh BIN_DIR REPO_ROOT
@@ -165,7 +169,7 @@ mkdir -p /var/lib/kmodd
 /usr/bin/kmodd-agent run --node-name kmodd-vm --controller 10.0.2.2:$ctl_port \\
   --ca /etc/kmodd/ca.crt --token-file /etc/kmodd/token \\
   --state-dir /var/lib/kmodd --firmware-dir /var/lib/kmodd/firmware --firmware-class-path \\
-  --metrics 127.0.0.1:9464 >>/var/lib/kmodd/agent.log 2>&1 &
+  --metrics 127.0.0.1:9464 >>/run/kmodd-agent.log 2>&1 &
 echo \$! >/run/agent.pid
 EOF
 cat >"$tmp/guest/lib.sh" <<EOF
@@ -189,6 +193,7 @@ stop_agent() {
 EOF
 cat >"$tmp/guest/boot1.sh" <<'EOF'
 . /kmodd-test/lib.sh
+section before.fwpath; cat /sys/module/firmware_class/parameters/path
 sh /kmodd-test/agent.sh
 wait_step loaded || exit 1
 section loaded.status; agentctl status
@@ -206,7 +211,11 @@ section deleted.modules; grep "^kmm_ci_fw " /proc/modules
 section deleted.status; agentctl status
 ack deleted
 stop_agent
-section boot1.log; cat /var/lib/kmodd/agent.log
+# /var/lib/kmodd is the VM's state disk here, as a hostPath volume in a pod: a mount point,
+# emptied (its filesystem's lost+found aside) but not removable from inside.
+section uninstalled.left; ls -A /var/lib/kmodd | grep -vx 'lost+found'; ls -d /run/kmodd 2>/dev/null
+section uninstalled.fwpath; cat /sys/module/firmware_class/parameters/path
+section boot1.log; cat /run/kmodd-agent.log
 EOF
 "$root/tools/vm/run" --net --state "$tmp/state.img" --timeout 600 --mem 768M \
   --bin "$tmp/bin/kmodd-agent:/usr/bin/kmodd-agent" --bin "$tmp/bin/agentctl:/usr/bin/agentctl" \
@@ -254,9 +263,10 @@ eventually 120 bash -c "! kubectl get module -n kmm-demo kmm-ci" || fail "the Mo
 step deleted
 wait_ack deleted 60
 [[ -z $(ready_nodes) ]] || fail "ready labels left on: $(ready_nodes)"
-[[ $(kubectl get nodes -o json | jq '[.items[].metadata.labels | keys[] | select(startswith("kmm.node.kubernetes.io/kmm-demo"))] | length') == 0 ]] ||
-  fail "kmm-demo labels left on nodes"
-note "3. deleted: the Module gone, labels gone"
+# Not only the Module's: the kernel-version label too (KMM leaves it behind at uninstall).
+left_labels=$(kubectl get nodes -o json | jq -r '[.items[] | .metadata.name as $n | .metadata.labels | keys[] | select(startswith("kmm.node.kubernetes.io/")) | "\($n): \(.)"] | join(", ")')
+[[ -z $left_labels ]] || fail "kmm.node.kubernetes.io labels left on nodes: $left_labels"
+note "3. deleted: the Module gone, every kmm.node.kubernetes.io label gone"
 wait "$vm_pid"
 vm_rc=$?
 [[ $vm_rc == 0 ]] || { show "$tmp/vm1.out"; show "$tmp/vm1.err"; fail "guest script exit $vm_rc"; }
@@ -285,4 +295,11 @@ sys.exit(0 if gone is not None and released is not None and gone < released else
 PY
 grep -q "kmm_ci_fw: unloaded" "$tmp/dmesg1" || fail "no unload in the VM's kernel log"
 note "3. kmm_ci_fw was out of the VM's /proc/modules when the finalizer let the Module go"
+[[ -z $(sec "$tmp/vm1.out" uninstalled.left) ]] ||
+  { show "$tmp/vm1.out"; fail "left in the VM after the agent stopped: $(sec "$tmp/vm1.out" uninstalled.left | tr '\n' ' ')"; }
+[[ $(sec "$tmp/vm1.out" uninstalled.fwpath) == "$(sec "$tmp/vm1.out" before.fwpath)" ]] ||
+  { show "$tmp/vm1.out"; fail "firmware_class.path not restored"; }
+grep -q '"nothing desired and nothing loaded: removed the agent' "$tmp/vm1.out" ||
+  { show "$tmp/vm1.out"; fail "the agent did not say it removed its state"; }
+note "4. agent stopped (as at uninstall): /var/lib/kmodd (a mount point) empty, no /run/kmodd, firmware_class.path as before"
 echo "PASS: $case_name"
