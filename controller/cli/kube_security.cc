@@ -52,12 +52,18 @@ absl::Status KubeSecurity::Start(server::ServerOptions& sync) {
   return absl::OkStatus();
 }
 
+void KubeSecurity::RenewInto(server::SyncServer* sync) {
+  std::lock_guard lock(mu_);
+  sync_ = sync;
+}
+
 void KubeSecurity::RotateLoop() {
   std::unique_lock lock(mu_);
   for (;;) {
     if (cv_.wait_for(lock, absl::ToChronoSeconds(kCheckEvery), [this] { return stop_; })) {
       return;
     }
+    server::SyncServer* const sync = sync_;
     lock.unlock();
     absl::StatusOr<certs::Bundle> b = certs_.Ensure();
     if (!b.ok()) {
@@ -74,8 +80,15 @@ void KubeSecurity::RotateLoop() {
           log_.Error("webhook keeps its old certificate", {{"error", st.ToString()}});
         }
       }
-      log_.Info("serving certificate renewed: the webhook uses it now, the Sync server from "
-                "its next start");
+      if (sync != nullptr) {
+        if (absl::Status st = sync->SetCertificate(bundle_.cert_pem, bundle_.key_pem,
+                                                   bundle_.ca_pem);
+            !st.ok()) {
+          log_.Error("Sync server keeps its old certificate", {{"error", st.ToString()}});
+        }
+      }
+      log_.Info("serving certificate renewed: the webhook uses it now, the Sync server for "
+                "the connections it accepts from a minute on");
     }
     lock.lock();
   }

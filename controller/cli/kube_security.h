@@ -4,9 +4,9 @@
 // (self-managed in Secret kmodd-controller-tls, or brought with --cert/--key/--ca), the CA
 // published for agents and the API server, the admission webhook, and the agents' token
 // check. Rotation: a daily check re-issues the serving certificate 30 days before it ends;
-// the webhook serves the new one on its next connection, the Sync server (gRPC 1.51 has no
-// hot reload of server credentials here) on its next start, which the Deployment's rolling
-// restart or the next pod restart brings well within those 30 days.
+// the webhook serves the new one on its next connection, the Sync server (RenewInto) on the
+// connections it accepts from a minute later; streams already open keep the old one, which
+// stays valid for those 30 days.
 
 #include <condition_variable>
 #include <memory>
@@ -45,6 +45,8 @@ class KubeSecurity {
   // Fills `sync`'s certificate, key, CA and authenticator (unless it is insecure), publishes
   // the CA, starts the webhook and the daily rotation check.
   [[nodiscard]] absl::Status Start(server::ServerOptions& sync);
+  // The Sync server started with those options: renewed certificates go to it too.
+  void RenewInto(server::SyncServer* sync);
   void Stop();
 
   static constexpr absl::Duration kCheckEvery = absl::Hours(24);
@@ -60,6 +62,7 @@ class KubeSecurity {
   server::TokenReviewAuthenticator authenticator_;
   std::unique_ptr<webhook::HttpsServer> webhook_;
   certs::Bundle bundle_;
+  server::SyncServer* sync_ = nullptr;  // guarded by mu_
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -266,6 +266,7 @@ int RunKubernetes(const RunConfig& c, const sigset_t& signals, const std::string
     source.Stop();
     return 1;
   }
+  security.RenewInto(&sync);
   if (elector) {
     elector_thread = std::thread([&elector, &stop_electing] { elector->Run(stop_electing); });
   }
@@ -277,6 +278,7 @@ int RunKubernetes(const RunConfig& c, const sigset_t& signals, const std::string
                                                {"port", static_cast<int64_t>(sync.port())}});
   WaitForSignal(signals, hub, log);
   writer.Stop();
+  security.Stop();  // no renewal may reach the Sync server once it is going
   sync.Shutdown();
   source.Stop();
   if (elector) {
@@ -310,6 +312,11 @@ int RunCommand(const std::vector<std::string>& args, std::ostream& out, std::ost
       }
       *pem = *std::move(text);
     }
+    // The Sync server reads them again every minute: replaced files are served without a
+    // restart.
+    c.server.cert_file = c.cert_file;
+    c.server.key_file = c.key_file;
+    c.server.ca_file = c.ca_file;
   } else if (c.server.insecure) {
     log.Warn("plain-text Sync server (--insecure): any client can claim any node");
   }

@@ -1,13 +1,21 @@
 #include "controller/server/sync_server.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_credentials_options.h>
+#include <stdlib.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
 #include <mutex>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/file.h"
 #include "kmodd/v1/sync.grpc.pb.h"
 
 namespace kmodd::server {
@@ -233,22 +241,68 @@ SyncServer::SyncServer(Hub& hub, ServerOptions options, Logger& log)
 
 SyncServer::~SyncServer() { Shutdown(); }
 
+absl::Status SyncServer::SetCertificate(const std::string& cert_pem, const std::string& key_pem,
+                                       const std::string& ca_pem) {
+  if (own_dir_.empty()) {
+    return absl::FailedPreconditionError(
+        "the Sync server reads its certificate from the files it was given: replace those");
+  }
+  // The key first: gRPC's watcher re-reads a pair whose files changed while it read them.
+  for (const auto& [name, pem, mode] : {std::tuple{"tls.key", &key_pem, 0600},
+                                        std::tuple{"tls.crt", &cert_pem, 0644},
+                                        std::tuple{"ca.crt", &ca_pem, 0644}}) {
+    if (absl::Status st = WriteFileAtomic(absl::StrCat(own_dir_, "/", name), *pem, mode);
+        !st.ok()) {
+      return st;
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status SyncServer::Start() {
   std::shared_ptr<grpc::ServerCredentials> creds;
   if (options_.insecure) {
     creds = grpc::InsecureServerCredentials();
   } else {
-    if (options_.cert_pem.empty() || options_.key_pem.empty() || options_.ca_pem.empty()) {
-      return absl::InvalidArgumentError(
-          "TLS needs a certificate, its key and the agents' CA (or plain text with --insecure)");
+    std::string cert = options_.cert_file;
+    std::string key = options_.key_file;
+    std::string ca = options_.ca_file;
+    if (cert.empty() && key.empty() && ca.empty()) {
+      if (options_.cert_pem.empty() || options_.key_pem.empty() || options_.ca_pem.empty()) {
+        return absl::InvalidArgumentError(
+            "TLS needs a certificate, its key and the agents' CA (or plain text with --insecure)");
+      }
+      const char* tmp = getenv("TMPDIR");
+      std::string dir = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp",
+                                     "/kmodd-sync-tls-XXXXXX");
+      if (mkdtemp(dir.data()) == nullptr) {
+        return ErrnoStatus(errno, "mkdtemp", dir);
+      }
+      own_dir_ = dir;
+      if (absl::Status st = SetCertificate(options_.cert_pem, options_.key_pem, options_.ca_pem);
+          !st.ok()) {
+        return st;
+      }
+      cert = own_dir_ + "/tls.crt";
+      key = own_dir_ + "/tls.key";
+      ca = own_dir_ + "/ca.crt";
+    } else {
+      for (const std::string* f : {&cert, &key, &ca}) {
+        if (absl::StatusOr<std::string> text = ReadFile(*f); !text.ok()) {
+          return text.status();  // the watcher would only log it: refuse to start instead
+        }
+      }
     }
+    certificates_ = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+        key, cert, ca, static_cast<unsigned>(std::max<int64_t>(1, options_.reload_every.count())));
+    grpc::experimental::TlsServerCredentialsOptions tls(certificates_);
+    tls.watch_root_certs();
+    tls.watch_identity_key_cert_pairs();
     // With tokens, a client certificate is optional; one that is shown must still verify.
-    grpc::SslServerCredentialsOptions tls(
-        options_.authenticator != nullptr ? GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY
-                                          : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-    tls.pem_root_certs = options_.ca_pem;
-    tls.pem_key_cert_pairs.push_back({options_.key_pem, options_.cert_pem});
-    creds = grpc::SslServerCredentials(tls);
+    tls.set_cert_request_type(options_.authenticator != nullptr
+                                  ? GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY
+                                  : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    creds = grpc::experimental::TlsServerCredentials(tls);
   }
   service_ = std::make_unique<Service>(hub_, log_, !options_.insecure, options_.authenticator);
   grpc::ServerBuilder b;
@@ -280,6 +334,11 @@ void SyncServer::Shutdown() {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
     server_->Wait();
     server_.reset();
+  }
+  if (!own_dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(own_dir_, ec);
+    own_dir_.clear();
   }
 }
 

@@ -8,6 +8,7 @@
 // authenticator), or the stream ends with PERMISSION_DENIED (UNAUTHENTICATED without a
 // valid credential). Then the Hub decides what the node is sent.
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,9 @@
 
 namespace grpc {
 class Server;
+namespace experimental {
+class CertificateProviderInterface;
+}  // namespace experimental
 }  // namespace grpc
 
 namespace kmodd::server {
@@ -30,6 +34,12 @@ struct ServerOptions {
   std::string cert_pem;
   std::string key_pem;
   std::string ca_pem;
+  // The same as files, instead of the PEM text: read again every `reload_every`, so that
+  // a certificate replaced on disk (rename a new file into place) is served from the next
+  // connection on, without a restart. With PEM text the server keeps it in files of its own
+  // (a private temporary directory) that SetCertificate replaces.
+  std::string cert_file, key_file, ca_file;
+  std::chrono::seconds reload_every{60};
   bool insecure = false;  // plain text, no identity check: tests and demos only
   // Kubernetes mode (not owned; null: mTLS only). Client certificates are then requested
   // but not required: a stream without a verified one must carry `authorization: Bearer
@@ -56,6 +66,12 @@ class SyncServer {
   int port() const { return port_; }
   // Ends every stream (agents reconnect to the next controller) and stops.
   void Shutdown();
+  // A renewed certificate (the same CA, or a new one for clients): new connections get it
+  // within reload_every; streams already open keep theirs. FailedPrecondition when the
+  // server was given files (replace those instead) or is insecure.
+  [[nodiscard]] absl::Status SetCertificate(const std::string& cert_pem,
+                                            const std::string& key_pem,
+                                            const std::string& ca_pem);
 
  private:
   class Service;
@@ -63,6 +79,10 @@ class SyncServer {
   const ServerOptions options_;
   Logger& log_;
   std::unique_ptr<Service> service_;
+  // Where the PEM text is kept for the file watcher (ours, removed at Shutdown); "" when
+  // the options named files.
+  std::string own_dir_;
+  std::shared_ptr<grpc::experimental::CertificateProviderInterface> certificates_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
 };
