@@ -43,6 +43,13 @@ Value SecretObject(const std::string& ns, const Stored& s, const std::string& re
   data.Set("tls.key", absl::Base64Escape(s.serving.key_pem));
   data.Set("ca.crt", absl::Base64Escape(s.ca.cert_pem));
   data.Set("ca.key", absl::Base64Escape(s.ca.key_pem));
+  if (s.next_ca) {
+    data.Set("next-ca.crt", absl::Base64Escape(s.next_ca->cert_pem));
+    data.Set("next-ca.key", absl::Base64Escape(s.next_ca->key_pem));
+  }
+  if (!s.previous_ca_pem.empty()) {
+    data.Set("previous-ca.crt", absl::Base64Escape(s.previous_ca_pem));
+  }
   Value secret = Value::EmptyMap();
   secret.Set("apiVersion", "v1");
   secret.Set("kind", "Secret");
@@ -52,27 +59,53 @@ Value SecretObject(const std::string& ns, const Stored& s, const std::string& re
   return secret;
 }
 
+// A CA usable for signing: its certificate parses, is valid for more than `margin`, and
+// its key is the certificate's.
+bool UsableCa(const KeyPair& ca, absl::Time now, absl::Duration margin) {
+  absl::StatusOr<CertInfo> info = ReadCert(ca.cert_pem);
+  return info.ok() && info->not_after - now >= margin && Matches(ca, ca.cert_pem);
+}
+
+bool ServingNeedsReissue(const Stored& s, const ServingNames& want, absl::Time now) {
+  absl::StatusOr<CertInfo> serving = ReadCert(s.serving.cert_pem);
+  return !serving.ok() || serving->not_after - now < kRenewBefore ||
+         !Matches(s.serving, s.ca.cert_pem) || !Contains(serving->dns, want.dns) ||
+         !Contains(serving->ips, want.ips);
+}
+
 }  // namespace
+
+std::string TrustBundle(const Stored& s, absl::Time now) {
+  std::string out = s.ca.cert_pem;
+  if (s.next_ca) {
+    out += s.next_ca->cert_pem;
+  }
+  if (absl::StatusOr<CertInfo> prev = ReadCert(s.previous_ca_pem);
+      prev.ok() && prev->not_after > now) {
+    out += s.previous_ca_pem;
+  }
+  return out;
+}
 
 Action Decide(const std::optional<Stored>& stored, const ServingNames& want, absl::Time now) {
   if (!stored) {
     return Action::kNewCa;
   }
-  absl::StatusOr<CertInfo> ca = ReadCert(stored->ca.cert_pem);
-  if (!ca.ok() || ca->not_after - now < kRenewBefore) {
+  // The CA must sign the next serving certificate (its key there) for a while yet; an
+  // expired or broken one leaves nothing to overlap with.
+  if (!UsableCa(stored->ca, now, absl::ZeroDuration())) {
     return Action::kNewCa;
   }
-  // The CA's key must be there to sign the next serving certificate.
-  if (!Matches(KeyPair{stored->ca.cert_pem, stored->ca.key_pem}, stored->ca.cert_pem)) {
-    return Action::kNewCa;
+  const absl::Duration ca_left = ReadCert(stored->ca.cert_pem)->not_after - now;
+  if (stored->next_ca && UsableCa(*stored->next_ca, now, kCaRolloverBefore)) {
+    const absl::Time announced = ReadCert(stored->next_ca->cert_pem)->not_before;
+    if (now - announced >= kCaOverlap || ca_left < kRenewBefore) {
+      return Action::kPromoteNextCa;
+    }
+  } else if (ca_left < kCaRolloverBefore) {
+    return Action::kPrepareNextCa;
   }
-  absl::StatusOr<CertInfo> serving = ReadCert(stored->serving.cert_pem);
-  if (!serving.ok() || serving->not_after - now < kRenewBefore ||
-      !Matches(stored->serving, stored->ca.cert_pem) || !Contains(serving->dns, want.dns) ||
-      !Contains(serving->ips, want.ips)) {
-    return Action::kReissueServing;
-  }
-  return Action::kKeep;
+  return ServingNeedsReissue(*stored, want, now) ? Action::kReissueServing : Action::kKeep;
 }
 
 ServingNames WantedNames(const std::string& ns, const std::vector<std::string>& extra_dns,
@@ -104,8 +137,14 @@ absl::StatusOr<std::optional<Stored>> CertManager::Read(std::string* resource_ve
     return secret.status();
   }
   *resource_version = StringAt(*secret, {"metadata", "resourceVersion"});
-  return std::optional<Stored>(Stored{{Data(*secret, "ca.crt"), Data(*secret, "ca.key")},
-                                      {Data(*secret, "tls.crt"), Data(*secret, "tls.key")}});
+  Stored s{{Data(*secret, "ca.crt"), Data(*secret, "ca.key")},
+           {Data(*secret, "tls.crt"), Data(*secret, "tls.key")},
+           std::nullopt,
+           Data(*secret, "previous-ca.crt")};
+  if (std::string next = Data(*secret, "next-ca.crt"); !next.empty()) {
+    s.next_ca = KeyPair{std::move(next), Data(*secret, "next-ca.key")};
+  }
+  return std::optional<Stored>(std::move(s));
 }
 
 absl::StatusOr<Bundle> CertManager::Ensure() {
@@ -120,25 +159,46 @@ absl::StatusOr<Bundle> CertManager::Ensure() {
     const Action action = Decide(*stored, names_, now);
     if (action == Action::kKeep) {
       const Stored& s = **stored;
-      return Bundle{s.ca.cert_pem, s.serving.cert_pem, s.serving.key_pem};
+      return Bundle{TrustBundle(s, now), s.serving.cert_pem, s.serving.key_pem};
     }
     Stored next;
-    if (action == Action::kNewCa) {
-      absl::StatusOr<KeyPair> ca = MakeCa("kmodd-ca", now, kCaValidity);
-      if (!ca.ok()) {
-        return ca.status();
+    bool reissue = true;
+    switch (action) {
+      case Action::kNewCa: {
+        absl::StatusOr<KeyPair> ca = MakeCa("kmodd-ca", now, kCaValidity);
+        if (!ca.ok()) {
+          return ca.status();
+        }
+        next.ca = *std::move(ca);
+        break;
       }
-      next.ca = *std::move(ca);
-    } else {
-      next.ca = (*stored)->ca;
+      case Action::kPrepareNextCa: {
+        next = **stored;
+        absl::StatusOr<KeyPair> successor = MakeCa("kmodd-ca", now, kCaValidity);
+        if (!successor.ok()) {
+          return successor.status();
+        }
+        next.next_ca = *std::move(successor);
+        reissue = ServingNeedsReissue(next, names_, now);
+        break;
+      }
+      case Action::kPromoteNextCa:
+        next.ca = *(*stored)->next_ca;
+        next.previous_ca_pem = (*stored)->ca.cert_pem;
+        break;
+      default:  // kReissueServing
+        next = **stored;
+        break;
     }
-    absl::StatusOr<KeyPair> serving = IssueServing(
-        next.ca, absl::StrCat("kmodd-controller.", options_.ns, ".svc"), names_, now,
-        kServingValidity);
-    if (!serving.ok()) {
-      return serving.status();
+    if (reissue) {
+      absl::StatusOr<KeyPair> serving = IssueServing(
+          next.ca, absl::StrCat("kmodd-controller.", options_.ns, ".svc"), names_, now,
+          kServingValidity);
+      if (!serving.ok()) {
+        return serving.status();
+      }
+      next.serving = *std::move(serving);
     }
-    next.serving = *std::move(serving);
     const Value object = SecretObject(options_.ns, next, rv);
     absl::Status st =
         rv.empty()
@@ -152,10 +212,17 @@ absl::StatusOr<Bundle> CertManager::Ensure() {
     if (!st.ok()) {
       return st;
     }
-    log_.Info(action == Action::kNewCa ? "made a new CA and serving certificate"
-                                       : "issued a new serving certificate",
-              {{"secret", absl::StrCat(options_.ns, "/", kSecretName)}});
-    return Bundle{next.ca.cert_pem, next.serving.cert_pem, next.serving.key_pem};
+    const char* what = "issued a new serving certificate";
+    if (action == Action::kNewCa) {
+      what = "made a new CA and serving certificate";
+    } else if (action == Action::kPrepareNextCa) {
+      what = "made the next CA: trusted beside the current one, signing a week from now";
+    } else if (action == Action::kPromoteNextCa) {
+      what = "the next CA signs the serving certificate now; the previous one stays trusted "
+             "until it expires";
+    }
+    log_.Info(what, {{"secret", absl::StrCat(options_.ns, "/", kSecretName)}});
+    return Bundle{TrustBundle(next, now), next.serving.cert_pem, next.serving.key_pem};
   }
   return absl::UnavailableError(
       absl::StrCat("Secret ", options_.ns, "/", kSecretName, " kept changing under us"));

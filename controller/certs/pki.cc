@@ -186,6 +186,11 @@ absl::StatusOr<CertInfo> ReadCert(const std::string& pem) {
     return absl::InvalidArgumentError("the certificate's notAfter does not parse");
   }
   info.not_after = absl::FromTimeT(timegm(&t));
+  t = {};
+  if (ASN1_TIME_to_tm(X509_get0_notBefore(cert.get()), &t) != 1) {
+    return absl::InvalidArgumentError("the certificate's notBefore does not parse");
+  }
+  info.not_before = absl::FromTimeT(timegm(&t));
   Names sans(static_cast<GENERAL_NAMES*>(
       X509_get_ext_d2i(cert.get(), NID_subject_alt_name, nullptr, nullptr)));
   for (int i = 0; sans && i < sk_GENERAL_NAME_num(sans.get()); ++i) {

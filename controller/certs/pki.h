@@ -33,12 +33,13 @@ struct ServingNames {
                                                    absl::Duration validity);
 
 struct CertInfo {
+  absl::Time not_before;
   absl::Time not_after;
   std::vector<std::string> dns;
   std::vector<std::string> ips;
 };
 
-// The expiry and subject alternative names of the first certificate in `pem`.
+// The validity and subject alternative names of the first certificate in `pem`.
 [[nodiscard]] absl::StatusOr<CertInfo> ReadCert(const std::string& pem);
 
 // True when `cert_pem` is signed by `ca_pem` and `key_pem` is the key of `cert_pem`.

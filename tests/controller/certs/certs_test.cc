@@ -20,7 +20,16 @@ Stored Fresh(const ServingNames& names, absl::Time now = kNow,
   REQUIRE(ca.ok());
   auto s = IssueServing(*ca, "kmodd-controller.ns.svc", names, now, serving);
   REQUIRE(s.ok());
-  return Stored{*ca, *s};
+  return Stored{*ca, *s, std::nullopt, ""};
+}
+
+// `s` with a serving certificate issued by its CA at `t`.
+Stored ServingAt(Stored s, absl::Time t) {
+  auto serving = IssueServing(s.ca, "kmodd-controller.ns.svc", WantedNames("ns", {}, {}), t,
+                              kServingValidity);
+  REQUIRE(serving.ok());
+  s.serving = *serving;
+  return s;
 }
 
 TEST_CASE("pki issues a serving certificate with its DNS and IP names, signed by the CA") {
@@ -51,14 +60,90 @@ TEST_CASE("certificates are kept, re-issued or remade as their expiry and names 
         Action::kReissueServing);
   // A name it lacks (a new --cert-ip): re-issued.
   CHECK(Decide(s, WantedNames("ns", {}, {"10.0.0.1"}), kNow) == Action::kReissueServing);
-  // The CA itself near its end, or unusable: all new.
-  CHECK(Decide(s, names, kNow + kCaValidity - absl::Hours(24 * 29)) == Action::kNewCa);
+  // The CA near its end: its successor is made first (91 days before: not yet; 89: yes).
+  const absl::Time ca_end = kNow + kCaValidity;
+  CHECK(Decide(ServingAt(s, ca_end - absl::Hours(24 * 100)), WantedNames("ns", {}, {}),
+               ca_end - absl::Hours(24 * 91)) == Action::kKeep);
+  CHECK(Decide(ServingAt(s, ca_end - absl::Hours(24 * 100)), WantedNames("ns", {}, {}),
+               ca_end - absl::Hours(24 * 89)) == Action::kPrepareNextCa);
+  // Expired, or unusable: all new at once (there is nothing left to overlap with).
+  CHECK(Decide(s, names, kNow + kCaValidity + absl::Hours(1)) == Action::kNewCa);
   Stored broken = s;
   broken.ca.key_pem = Fresh(names).ca.key_pem;
   CHECK(Decide(broken, names, kNow) == Action::kNewCa);
   broken = s;
   broken.serving.cert_pem = "garbage";
   CHECK(Decide(broken, names, kNow) == Action::kReissueServing);
+}
+
+TEST_CASE("a successor CA is trusted for a week before it signs, its predecessor until it ends") {
+  const ServingNames names = WantedNames("ns", {}, {});
+  const absl::Time announced = kNow + kCaValidity - absl::Hours(24 * 89);
+  Stored s = ServingAt(Fresh(names), announced - absl::Hours(24 * 10));
+  auto successor = MakeCa("kmodd-ca", announced, kCaValidity);
+  REQUIRE(successor.ok());
+  s.next_ca = *successor;
+  // Announced 6 days ago: keep signing with the current CA; 8 days: promote.
+  CHECK(Decide(s, names, announced + absl::Hours(24 * 6)) == Action::kKeep);
+  CHECK(Decide(s, names, announced + absl::Hours(24 * 8)) == Action::kPromoteNextCa);
+  // Announced late, the CA already in its last 30 days: promote without the week.
+  CHECK(Decide(s, names, kNow + kCaValidity - absl::Hours(24 * 29)) == Action::kPromoteNextCa);
+  // A successor without its key is no successor: make another.
+  Stored keyless = s;
+  keyless.next_ca->key_pem = Fresh(names).ca.key_pem;
+  CHECK(Decide(keyless, names, announced + absl::Hours(24 * 8)) == Action::kPrepareNextCa);
+  // The bundle: current, successor, and a predecessor only until it expires.
+  s.previous_ca_pem = Fresh(names, kNow - kCaValidity + absl::Hours(24)).ca.cert_pem;
+  CHECK(TrustBundle(s, kNow) == s.ca.cert_pem + s.next_ca->cert_pem + s.previous_ca_pem);
+  CHECK(TrustBundle(s, kNow + absl::Hours(48)) == s.ca.cert_pem + s.next_ca->cert_pem);
+}
+
+TEST_CASE("the certificate manager rotates its CA in two steps through the Secret") {
+  kube::FakeKubeClient client;
+  kube::FakeClock clock(kNow);
+  Logger log(stderr, LogLevel::kError);
+  CertManager first(client, {"ns", {}, {}}, clock, log);
+  CertManager second(client, {"ns", {}, {}}, clock, log);
+  auto b1 = first.Ensure();
+  REQUIRE(b1.ok());
+  const std::string old_ca = b1->ca_pem;
+
+  // The serving certificate renewed yearly, as the daily check does; 95 days before the CA
+  // ends, the last renewal from it.
+  clock.Advance(kCaValidity - absl::Hours(24 * 95));
+  auto renewed = first.Ensure();
+  REQUIRE(renewed.ok());
+  CHECK(renewed->ca_pem == old_ca);
+  // 89 days before the CA ends: a successor, trusted beside it; the serving pair unchanged.
+  clock.Advance(absl::Hours(24 * 6));
+  auto b2 = first.Ensure();
+  REQUIRE(b2.ok());
+  CHECK(b2->cert_pem == renewed->cert_pem);
+  REQUIRE(b2->ca_pem.size() > old_ca.size());
+  CHECK(b2->ca_pem.substr(0, old_ca.size()) == old_ca);
+  const std::string next_ca = b2->ca_pem.substr(old_ca.size());
+  CHECK(ReadCert(next_ca).ok());
+  auto seen_by_second = second.Ensure();  // the other replica reads the same
+  REQUIRE(seen_by_second.ok());
+  CHECK(*seen_by_second == *b2);
+
+  // A week later: the successor signs; both stay trusted.
+  clock.Advance(kCaOverlap + absl::Hours(1));
+  auto b3 = second.Ensure();
+  REQUIRE(b3.ok());
+  CHECK(Matches(KeyPair{b3->cert_pem, b3->key_pem}, next_ca));
+  CHECK_FALSE(Matches(KeyPair{b3->cert_pem, b3->key_pem}, old_ca));
+  CHECK(b3->ca_pem == next_ca + old_ca);
+  auto b3_first = first.Ensure();
+  REQUIRE(b3_first.ok());
+  CHECK(*b3_first == *b3);
+
+  // Past the old CA's end: only the new one.
+  clock.Advance(absl::Hours(24 * 90));
+  auto b4 = first.Ensure();
+  REQUIRE(b4.ok());
+  CHECK(b4->ca_pem == next_ca);
+  CHECK(b4->cert_pem == b3->cert_pem);
 }
 
 TEST_CASE("the certificate manager stores its pair once, reuses it, and publishes the CA") {
