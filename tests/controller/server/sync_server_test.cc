@@ -21,6 +21,9 @@
 #include "kmodd/v1/sync.grpc.pb.h"
 #include "tests/common/http/test_pki.h"
 #include "tests/controller/server/fake_authenticator.h"
+#include "tests/temp_dir.h"
+
+using kmodd::testing::TempDir;
 
 namespace fs = std::filesystem;
 namespace pki = kmodd::http::testing::pki_detail;
@@ -65,18 +68,6 @@ struct TestPki {
     return {pki::Pem(cert.get()), pki::Pem(key.get())};
   }
   std::string CaPem() const { return pki::Pem(ca.get()); }
-};
-
-struct TempDir {
-  TempDir() {
-    char tmpl[] = "/tmp/kmodd-sync-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string path;
 };
 
 // A controller: directory source, hub and server, logging into a file the test reads.
@@ -125,7 +116,7 @@ struct Controller {
   }
   std::string Target() const { return absl::StrCat("127.0.0.1:", server.port()); }
 
-  TempDir dir;
+  TempDir dir{"sync"};
   std::FILE* log_file;
   kmodd::Logger log;
   Hub hub;
@@ -361,7 +352,7 @@ TEST_CASE("sync over mTLS: a renewed certificate is served to new connections, n
 
 TEST_CASE("sync over mTLS from files: a missing file refuses to start; SetCertificate is refused") {
   TestPki ca;
-  TempDir dir;
+  TempDir dir{"sync"};
   const auto pair = ca.Issue("kmodd controller", "IP:127.0.0.1", "serverAuth");
   REQUIRE(kmodd::WriteFileAtomic(dir.path + "/tls.crt", pair.first).ok());
   REQUIRE(kmodd::WriteFileAtomic(dir.path + "/tls.key", pair.second, 0600).ok());

@@ -13,24 +13,15 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "tests/temp_dir.h"
+
+using kmodd::testing::TempDir;
 
 namespace fs = std::filesystem;
 using kmodd::source::DirSource;
 using kmodd::source::SourceUpdate;
 
 namespace {
-
-struct TempDir {
-  TempDir() {
-    char tmpl[] = "/tmp/kmodd-dirsource-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string path;
-};
 
 void Write(const std::string& path, const std::string& text) {
   // As editors and `kubectl`-style tools do: a temporary file renamed into place.
@@ -92,7 +83,7 @@ using Errors = std::vector<kmodd::api::Diagnostic>;
 }  // namespace
 
 TEST_CASE("dir source reads the directory, then follows adds, edits, bad files and deletes") {
-  TempDir dir;
+  TempDir dir{"dirsource"};
   Write(dir.path + "/a.yaml", ModuleYaml("a", "r/a:1"));
   std::ofstream(dir.path + "/notes.txt") << "not a manifest";
   std::FILE* devnull = std::fopen("/dev/null", "w");
@@ -126,7 +117,7 @@ TEST_CASE("dir source reads the directory, then follows adds, edits, bad files a
 }
 
 TEST_CASE("dir source leaves a file being written in place alone until its writer closes it") {
-  TempDir dir;
+  TempDir dir{"dirsource"};
   Write(dir.path + "/a.yaml", ModuleYaml("a", "r/a:1"));
   std::FILE* devnull = std::fopen("/dev/null", "w");
   kmodd::Logger log(devnull);

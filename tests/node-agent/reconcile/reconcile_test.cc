@@ -6,6 +6,9 @@
 #include "../fake_kernel.h"
 #include "node-agent/reconcile/executor.h"
 #include "node-agent/reconcile/plan.h"
+#include "tests/temp_dir.h"
+
+using kmodd::testing::TempDir;
 
 using kmodd::kernel::LoadStep;
 using kmodd::reconcile::Action;
@@ -18,15 +21,6 @@ using kmodd::testing::FakeFirmware;
 using kmodd::testing::FakeKernel;
 
 namespace {
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/kmodd-reconcile-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
 
 LoadStep Tree(const std::string& name, const std::string& params = "") {
   return LoadStep{name, LoadStep::Source::kTree, "/img/opt/lib/modules/6.1.0-test/" + name + ".ko",
@@ -56,7 +50,7 @@ std::vector<Action::Kind> Kinds(const std::vector<Action>& actions) {
 }
 
 struct Rig {
-  TempDir dir;
+  TempDir dir{"reconcile"};
   FakeKernel kernel;
   FakeFirmware firmware;
   Journal journal;

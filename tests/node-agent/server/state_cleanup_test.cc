@@ -12,22 +12,13 @@
 #include <fstream>
 #include <string>
 
+#include "tests/temp_dir.h"
+
 namespace fs = std::filesystem;
 using kmodd::server::RemoveAgentState;
+using kmodd::testing::TempDir;
 
 namespace {
-
-struct TempDir {
-  TempDir() {
-    char tmpl[] = "/tmp/kmodd-cleanup-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string path;
-};
 
 void Touch(const std::string& path) { std::ofstream(path) << "x"; }
 
@@ -49,7 +40,7 @@ bool Has(const std::vector<std::string>& v, const std::string& s) {
 }  // namespace
 
 TEST_CASE("agent state cleanup removes what the agent writes, the directory and the socket") {
-  TempDir t;
+  TempDir t{"cleanup"};
   const std::string state = t.path + "/state";
   fs::create_directories(state + "/images/blobs");
   fs::create_directories(state + "/firmware/kmm_ci_fw");
@@ -78,7 +69,7 @@ TEST_CASE("agent state cleanup removes what the agent writes, the directory and 
 }
 
 TEST_CASE("agent state cleanup keeps what it did not write, and the directory holding it") {
-  TempDir t;
+  TempDir t{"cleanup"};
   const std::string state = t.path + "/state";
   fs::create_directories(state);
   Touch(state + "/journal.json");
