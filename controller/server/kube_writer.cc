@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
+#include <iterator>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -13,8 +15,27 @@ namespace kmodd::server {
 
 namespace {
 
-// Node label patches (and their events) in flight at once.
+// Writes in flight at once (label patches; then Events).
 constexpr size_t kWritesInFlight = 16;
+
+// fn(0) ... fn(n - 1), at most kWritesInFlight at a time; returns when all have.
+void ParallelFor(size_t n, const std::function<void(size_t)>& fn) {
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < n; i = next++) {
+      fn(i);
+    }
+  };
+  std::vector<std::thread> pool;
+  const size_t parallel = std::min<size_t>(kWritesInFlight, n);
+  for (size_t i = 1; i < parallel; ++i) {
+    pool.emplace_back(worker);
+  }
+  worker();
+  for (auto& t : pool) {
+    t.join();
+  }
+}
 
 constexpr char kPrefix[] = "kmm.node.kubernetes.io/";
 constexpr char kModulesGroupVersion[] = "kmm.sigs.x-k8s.io/v1beta1";
@@ -214,13 +235,18 @@ void KubeWriter::SyncOnce() {
     applied_since_ = now;
   }
   const ControllerStatus st = hub_.Status();
-  SyncLabels(st);  // first: a label is what users wait on
+  std::vector<PendingEvent> events = SyncLabels(st);  // first: a label is what users wait on
   SyncStatus(st);
   SyncFinalizers(st);
+  // Last: as many writes as the labels, and nothing waits on them.
+  ParallelFor(events.size(), [&](size_t i) { Event(events[i]); });
 }
 
-void KubeWriter::Event(const source::NodeMeta& node, const char* reason,
-                       const std::string& label, const Labels& desired) {
+void KubeWriter::Event(const PendingEvent& e) {
+  const source::NodeMeta& node = e.node;
+  const char* reason = e.reason;
+  const std::string& label = e.label;
+  const Labels& desired = e.labels;
   // <prefix><ns>.<name>.ready -> ns/name
   std::string mod = label.substr(sizeof(kPrefix) - 1);
   mod = mod.substr(0, mod.size() - std::string(".ready").size());
@@ -237,12 +263,13 @@ void KubeWriter::Event(const source::NodeMeta& node, const char* reason,
   }
 }
 
-void KubeWriter::SyncLabels(const ControllerStatus& st) {
+std::vector<KubeWriter::PendingEvent> KubeWriter::SyncLabels(const ControllerStatus& st) {
   struct Job {
     source::NodeMeta node;
     Labels desired;
     std::optional<Value> patch;
     bool ok = true;
+    std::vector<PendingEvent> events;
   };
   std::vector<Job> jobs;
   for (const NodeRecord& rec : st.nodes) {
@@ -263,9 +290,8 @@ void KubeWriter::SyncLabels(const ControllerStatus& st) {
     std::optional<Value> patch = LabelPatch(node->labels, desired);
     jobs.push_back(Job{*std::move(node), std::move(desired), std::move(patch)});
   }
-  // Each write is a round trip (a new connection): a rollout to a thousand nodes would take
-  // a thousand of them in a row. A few in flight at once, each node's patch and its events
-  // in order.
+  // Each write is a round trip: a rollout to a thousand nodes would take a thousand of them
+  // in a row. A few in flight at once.
   auto run = [&](Job& j) {
     if (!j.patch) {
       return;
@@ -281,36 +307,25 @@ void KubeWriter::SyncLabels(const ControllerStatus& st) {
     for (const auto& [k, v] : j.desired) {
       if (absl::EndsWith(k, ".ready") && !absl::EndsWith(k, ".version.ready") &&
           j.node.labels.count(k) == 0) {
-        Event(j.node, "ModuleLoaded", k, j.desired);
+        j.events.push_back({j.node, "ModuleLoaded", k, j.desired});
       }
     }
     for (const auto& [k, v] : j.node.labels) {
       if (IsOwnedLabel(k) && absl::EndsWith(k, ".ready") && !absl::EndsWith(k, ".version.ready") &&
           j.desired.count(k) == 0) {
-        Event(j.node, "ModuleUnloaded", k, j.node.labels);
+        j.events.push_back({j.node, "ModuleUnloaded", k, j.node.labels});
       }
     }
   };
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t i = next++; i < jobs.size(); i = next++) {
-      run(jobs[i]);
-    }
-  };
-  std::vector<std::thread> pool;
-  const size_t parallel = std::min<size_t>(kWritesInFlight, jobs.size());
-  for (size_t i = 1; i < parallel; ++i) {
-    pool.emplace_back(worker);
-  }
-  worker();
-  for (auto& t : pool) {
-    t.join();
-  }
+  ParallelFor(jobs.size(), [&](size_t i) { run(jobs[i]); });
+  std::vector<PendingEvent> events;
   for (Job& j : jobs) {
     if (j.ok) {
       applied_[j.node.name] = std::move(j.desired);
     }
+    std::move(j.events.begin(), j.events.end(), std::back_inserter(events));
   }
+  return events;
 }
 
 void KubeWriter::SyncStatus(const ControllerStatus& st) {

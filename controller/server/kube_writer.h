@@ -7,7 +7,8 @@
 //       kmm.node.kubernetes.io/kernel-version.full        while any of them is set
 //     diffed against the Node's labels and merge-patched (null removes), on the next hub
 //     change: a label goes within milliseconds of the report that the module is gone.
-//   - Node Events ModuleLoaded / ModuleUnloaded when a .ready label is added / removed.
+//   - Node Events ModuleLoaded / ModuleUnloaded when a .ready label is added / removed,
+//     after every label, status and finalizer write of the pass: no one waits on them.
 //   - Module status (KMM's moduleLoader counters, conditions, kmodd's per-node rows),
 //     merge-patched on the status subresource only when it changed.
 //   - The finalizer kmodd.io/unload on every Module; on deletion, removed once no connected
@@ -79,11 +80,18 @@ class KubeWriter {
 
  private:
   void Run();
-  void SyncLabels(const ControllerStatus& st);
+  // A Node Event owed for a label change, recorded at the end of the pass.
+  struct PendingEvent {
+    source::NodeMeta node;
+    const char* reason;  // ModuleLoaded, ModuleUnloaded
+    std::string label;   // the .ready label added or removed
+    Labels labels;       // where its .version.ready label is looked up
+  };
+  // Patches the labels; returns the Events those changes owe.
+  std::vector<PendingEvent> SyncLabels(const ControllerStatus& st);
   void SyncStatus(const ControllerStatus& st);
   void SyncFinalizers(const ControllerStatus& st);
-  void Event(const source::NodeMeta& node, const char* reason, const std::string& label,
-             const Labels& desired);
+  void Event(const PendingEvent& e);
 
   kube::KubeClient& client_;
   Hub& hub_;
