@@ -288,7 +288,7 @@ std::vector<KubeWriter::PendingEvent> KubeWriter::SyncLabels(const ControllerSta
       continue;  // patched already; the watch may not have brought it back yet
     }
     std::optional<Value> patch = LabelPatch(node->labels, desired);
-    jobs.push_back(Job{*std::move(node), std::move(desired), std::move(patch)});
+    jobs.push_back(Job{*std::move(node), std::move(desired), std::move(patch), true, {}});
   }
   // Each write is a round trip: a rollout to a thousand nodes would take a thousand of them
   // in a row. A few in flight at once.
