@@ -235,12 +235,8 @@ int ApplyCommand(const std::vector<std::string>& args) {
       o.firmware_class_path = true;
     } else if ((a == "-o" || a == "--output") && v) {
       o.format = args[++i];
-    } else if (a == "-h" || a == "--help") {
-      std::cout << kUsage;
-      return 0;
     } else {
-      std::cerr << "error: unexpected argument \"" << a << "\"\n" << kUsage;
-      return 2;
+      return HelpOrUnexpected(a, kUsage);
     }
   }
   if (o.file.empty() || (o.format != "yaml" && o.format != "json")) {

@@ -115,12 +115,8 @@ int CleanupCommand(const std::vector<std::string>& args) {
       o.socket = args[++i];
     } else if (a == "--unload") {
       o.unload = true;
-    } else if (a == "-h" || a == "--help") {
-      std::cout << kUsage;
-      return 0;
     } else {
-      std::cerr << "error: unexpected argument \"" << a << "\"\n" << kUsage;
-      return 2;
+      return HelpOrUnexpected(a, kUsage);
     }
   }
   if (SocketAnswers(o.socket)) {

@@ -148,12 +148,8 @@ std::optional<int> Parse(const std::vector<std::string>& args, RunOptions& o) {
         return 2;
       }
       o.log_level = l->second;
-    } else if (a == "-h" || a == "--help") {
-      std::cout << kUsage;
-      return 0;
     } else {
-      std::cerr << "error: unexpected argument \"" << a << "\"\n" << kUsage;
-      return 2;
+      return HelpOrUnexpected(a, kUsage);
     }
   }
   if (o.node_name.empty()) {

@@ -84,12 +84,8 @@ int WatchCommand(const std::vector<std::string>& args) {
       }
     } else if ((a == "-o" || a == "--output") && v) {
       format = args[++i];
-    } else if (a == "-h" || a == "--help") {
-      std::cout << kUsage;
-      return 0;
     } else {
-      std::cerr << "error: unexpected argument \"" << a << "\"\n" << kUsage;
-      return 2;
+      return HelpOrUnexpected(a, kUsage);
     }
   }
   if (format != "text" && format != "json") {
