@@ -306,7 +306,8 @@ void Reconciler::RecordResult(const std::string& key, const absl::Status& s, boo
 void Reconciler::ReportReload(const reconcile::Action& a, const absl::Status& s) {
   if (s.ok()) {
     log_.Info("in-tree module loaded again", {{"module", a.key}, {"why", a.why}});
-    state_.AddEvent(AgentEvent{0, "InTreeReloaded", "", absl::StrCat(a.key, ": ", a.why), {}, 0, 0});
+    state_.AddEvent(
+        AgentEvent{0, "InTreeReloaded", "", absl::StrCat(a.key, ": ", a.why), {}, 0, 0});
     return;
   }
   const bool terminal = ClassOf(s) == ErrorClass::kTerminal;
@@ -581,8 +582,8 @@ absl::StatusOr<Reconciler::PlanResult> Reconciler::Plan() {
   }
   reconcile::ForgetBoot(journal, observed->boot_id);
   PlanResult r;
-  r.actions =
-      FailStatic(reconcile::PlanActions(prepared, *observed, journal), authoritative, unload_overrides);
+  r.actions = FailStatic(reconcile::PlanActions(prepared, *observed, journal), authoritative,
+                         unload_overrides);
   for (const auto& d : prepared) {
     if (!d.problem.ok()) {
       r.problems.push_back(absl::StrCat(d.key, ": ", d.problem.message()));

@@ -188,7 +188,8 @@ TEST_CASE("deleting a Module that replaced an in-tree module loads the in-tree o
   const DesiredModule nic = Replacing("net/nic", "dummy", {"dummy"});
   REQUIRE(r.Converge({nic}).empty());
   REQUIRE(r.kernel.IsOurs("dummy"));
-  CHECK(kmodd::reconcile::InTreeRemovedFor(r.journal, "net/nic") == std::vector<std::string>{"dummy"});
+  CHECK(kmodd::reconcile::InTreeRemovedFor(r.journal, "net/nic") ==
+        std::vector<std::string>{"dummy"});
   CHECK(r.Converge({}).empty());
   CHECK(r.InTreeLoaded("dummy"));
   CHECK(r.journal.modules.empty());
@@ -244,7 +245,8 @@ TEST_CASE("a reload that fails is reported and never holds back the unload") {
   SECTION("no longer in the host's tree") { r.kernel.host.erase("dummy"); }
   const auto errors = r.Converge({});
   REQUIRE(errors.size() == 1);
-  CHECK(errors[0].find("reloading in-tree module dummy (removed for net/nic)") != std::string::npos);
+  CHECK(errors[0].find("reloading in-tree module dummy (removed for net/nic)") !=
+        std::string::npos);
   // The Module is gone; the record stays, so the reload is tried again later.
   CHECK_FALSE(r.kernel.IsLoaded("dummy"));
   CHECK(r.journal.modules.empty());
