@@ -18,7 +18,8 @@
 #   in-tree-swap             an in-tree namesake is not taken for ours; the in-tree module
 #                            removed and the OOT one inserted; the Module deleted: ours
 #                            gone, the in-tree one loaded again, unless another desired
-#                            Module still removes it; a failed reload does not hold the unload
+#                            Module still removes it (with the holders removed to reach it);
+#                            a failed reload does not hold the unload
 #   in-tree-rollback         the swap failing half way: OOT insert undone, in-tree reloaded
 #   in-use-refused           a module used by one loaded outside kmodd is not removed; the
 #                            message names the holder; converges once it is gone
@@ -126,6 +127,12 @@ case_in_tree_swap() {
     module other /img kmm_ci_a 'inTreeModulesToRemove: [dummy]'
   } | config both.yaml
   module other /img kmm_ci_a 'inTreeModulesToRemove: [dummy]' | config other.yaml
+  # The kernel's llc with its holders stp and psnap: removed with it, kept out with it.
+  {
+    module llc /img kmm_ci_a 'inTreeModulesToRemove: [llc]'
+    module keep /img kmm_ci_dep_base 'inTreeModulesToRemove: [llc]'
+  } | config llc.yaml
+  module keep /img kmm_ci_dep_base 'inTreeModulesToRemove: [llc]' | config keep.yaml
   # Every apply is a new process: what it knows of the in-tree dummy it removed is only
   # what the journal on disk says, as for an agent restarted between the two.
   guest <<'EOF'
@@ -159,6 +166,16 @@ put broken.journal /var/lib/kmodd/journal.json
 mv /tmp/dummy.ko.away "$ko"
 apply fixed empty.yaml
 snap fixed
+run holders modprobe stp
+run holders2 modprobe psnap
+apply llc llc.yaml
+snap llc
+apply keep keep.yaml
+snap keep
+apply keep2 keep.yaml
+snap keep2
+apply llcgone empty.yaml
+snap llcgone
 EOF
   boot
   expect_rc intree 0
@@ -209,6 +226,25 @@ EOF
   expect_rc fixed 0
   expect_in "$(sec fixed.out)" "converged: true"
   expect_loaded fixed dummy
+  # Holders: removed before llc, kept out while a desired Module keeps llc out (loading
+  # one would load llc: no flapping), loaded again after it.
+  expect_rc holders 0
+  expect_rc holders2 0
+  expect_rc llc 0
+  expect_not_loaded llc llc stp psnap
+  expect_loaded llc kmm_ci_a kmm_ci_dep_base
+  expect_rc keep 0
+  expect_not_loaded keep llc stp psnap kmm_ci_a
+  expect_rc keep2 0
+  expect_not_loaded keep2 llc stp psnap
+  expect_rc llcgone 0
+  expect_in "$(sec llcgone.out)" "converged: true"
+  expect_not_loaded llcgone kmm_ci_dep_base
+  expect_loaded llcgone llc stp psnap
+  # Last removed first: removed psnap, stp, llc (holders in name order, then llc), so
+  # loaded llc, stp, psnap; /proc/modules lists the newest first.
+  expect_before "$(sec llcgone.modules)" "psnap " "stp "
+  expect_before "$(sec llcgone.modules)" "stp " "llc "
 }
 
 case_in_tree_rollback() {
