@@ -30,8 +30,8 @@
 #   reboot                   two boots on one state disk: new boot id, modules loaded again
 #   cleanup                  `kmodd-agent cleanup` refuses while kmodd's modules are loaded,
 #                            with --unload unloads them, loads the in-tree module they
-#                            replaced again, deletes the firmware, restores
-#                            firmware_class.path and removes the state directory
+#                            replaced again (or says it could not), deletes the firmware,
+#                            restores firmware_class.path and removes the state directory
 set -uo pipefail
 bin="$1"
 root="$2"
@@ -459,6 +459,13 @@ put unload.fwpath /sys/module/firmware_class/parameters/path
 run unload.fw ls -A /var/lib/firmware
 run unload.state ls -d /var/lib/kmodd
 run again $A cleanup
+ko=$(find /lib/modules/$K -name dummy.ko)
+apply reload desired.yaml --firmware-class-path
+mv "$ko" /tmp/dummy.ko.away
+run broken $A cleanup --unload --firmware-class-path
+snap broken
+run broken.state ls -d /var/lib/kmodd
+mv /tmp/dummy.ko.away "$ko"
 EOF
   boot
   expect_rc intree 0
@@ -485,6 +492,16 @@ EOF
   expect_nonzero unload.state
   expect_rc again 0
   expect_in "$(sec again.out)" "nothing to remove"
+  # The in-tree dummy cannot be loaded again (its file is gone): cleanup still unloads and
+  # removes everything, names what it left and how to load it, and exits 1.
+  expect_rc reload 0
+  expect_nonzero broken
+  expect_in "$(sec broken.out)" "unloaded Module e2e/fw: kmm_ci_fw"
+  expect_in "$(sec broken.out)" "left in-tree module dummy: not loaded again: "
+  expect_in "$(sec broken.out)" "; load it with modprobe dummy"
+  expect_in "$(sec broken.out)" "removed /var/lib/kmodd"
+  expect_not_loaded broken kmm_ci_fw kmm_ci_dep_base kmm_ci_dep_user dummy
+  expect_nonzero broken.state
 }
 
 case_reboot() {
