@@ -4,6 +4,7 @@
 // (which applies the empty set): converge this node to a NodeModulesConfig with the kernel,
 // firmware stager, image cache and journal under the options' directories.
 
+#include <map>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -24,8 +25,12 @@ struct ApplyOptions {
 };
 
 struct ApplyReport {
-  Value report;      // node, kernel, bootId, converged, modules (as `apply -o yaml` prints)
+  Value report;  // node, kernel, bootId, converged, modules, inTreeRemoved (as `apply` prints)
   bool converged = false;
+  // Every Module converged (desired ones loaded, others unloaded); only reloads of in-tree
+  // modules may have failed.
+  bool modules_converged = false;
+  std::map<std::string, std::string> not_reloaded;  // in-tree module -> why its reload failed
 };
 
 // Reconciles until converged or failed (a few rounds with retries). An error only when

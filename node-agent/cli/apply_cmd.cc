@@ -138,21 +138,15 @@ absl::StatusOr<ApplyReport> ApplyDesired(const ApplyOptions& o,
     converged = actions.empty();
     bool retry = false;
     for (const auto& a : actions) {
-      absl::Status s;
-      if (a.kind == reconcile::Action::Kind::kUnload) {
-        s = executor.Unload(a.key);
-      } else {
-        for (const auto& d : prepared) {
-          if (d.key == a.key) {
-            s = executor.Load(d);
-          }
-        }
-      }
+      const absl::Status s = executor.Run(a, prepared);
       last_error[a.key] = s;
       if (kernel::OutcomeOf(s) == kernel::Outcome::kRetry) {
         retry = true;
       } else if (!s.ok()) {
-        std::cerr << "error: " << a.key << ": " << s.message() << "\n";
+        // A reload's message names its module and the Module it was removed for.
+        std::cerr << "error: "
+                  << (a.kind == reconcile::Action::Kind::kReloadInTree ? "" : a.key + ": ")
+                  << s.message() << "\n";
       }
     }
     bool terminal = false;
@@ -184,8 +178,7 @@ absl::StatusOr<ApplyReport> ApplyDesired(const ApplyOptions& o,
     v.Set("message", message);
     v.Set("modules", StringList(je != journal->modules.end() ? je->second.loaded
                                                               : std::vector<std::string>{}));
-    v.Set("inTreeRemoved", StringList(je != journal->modules.end() ? je->second.in_tree_removed
-                                                                    : std::vector<std::string>{}));
+    v.Set("inTreeRemoved", StringList(reconcile::InTreeRemovedFor(*journal, d.key)));
     v.Set("firmware", StringList(je != journal->modules.end() ? je->second.firmware
                                                                : std::vector<std::string>{}));
     items.Append(std::move(v));
@@ -205,13 +198,39 @@ absl::StatusOr<ApplyReport> ApplyDesired(const ApplyOptions& o,
       items.Append(std::move(v));
     }
   }
+  // In-tree modules kmodd removed and has not loaded again: kept out by a desired Module,
+  // or their reload failed (never a reason to keep a Module's unload from finishing).
+  const bool modules_ok = all_ok;
+  std::map<std::string, std::string> not_reloaded;
+  if (observed.ok()) {
+    for (const auto& a : reconcile::PlanActions(prepared, *observed, *journal)) {
+      if (a.kind != reconcile::Action::Kind::kReloadInTree) {
+        continue;
+      }
+      auto e = last_error.find(a.key);
+      not_reloaded[a.key] = e != last_error.end() && !e->second.ok()
+                                ? std::string(e->second.message())
+                                : "not attempted";
+      all_ok = false;
+    }
+  }
+  Value in_tree = Value::EmptyList();
+  for (const auto& r : journal->in_tree_removed) {
+    Value v = Value::EmptyMap();
+    v.Set("module", r.module);
+    v.Set("removedFor", r.removed_for);
+    auto why = not_reloaded.find(r.module);
+    v.Set("message", why != not_reloaded.end() ? why->second : "kept out by a desired Module");
+    in_tree.Append(std::move(v));
+  }
   Value out = Value::EmptyMap();
   out.Set("node", desired.metadata.name);
   out.Set("kernel", observed.ok() ? observed->release : "");
   out.Set("bootId", observed.ok() ? observed->boot_id : "");
   out.Set("converged", all_ok);
   out.Set("modules", std::move(items));
-  return ApplyReport{std::move(out), all_ok};
+  out.Set("inTreeRemoved", std::move(in_tree));
+  return ApplyReport{std::move(out), all_ok, modules_ok, std::move(not_reloaded)};
 }
 
 int ApplyCommand(const std::vector<std::string>& args) {

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -27,10 +29,13 @@ constexpr char kUsage[] =
     "  Removes what kmodd keeps on this node (the state directory: journal, desired state,\n"
     "  image cache, staged firmware; the agent socket) after the agent has stopped. First\n"
     "  undoes what the journal records: firmware kmodd staged is deleted, firmware_class.path\n"
-    "  restored, in-tree modules kmodd removed are loaded again. Refuses while the agent runs,\n"
-    "  and while modules kmodd loaded are still loaded unless --unload (delete the Modules\n"
-    "  first: the controller unloads them everywhere). Pass the flags the agent ran with.\n"
-    "  --unload               unload the modules kmodd loaded (last loaded first)\n";
+    "  restored, in-tree modules kmodd removed in this boot are loaded again (last removed\n"
+    "  first; one that fails to load is reported as left, and the rest goes on). Refuses\n"
+    "  while the agent runs, and while modules kmodd loaded are still loaded unless --unload\n"
+    "  (delete the Modules first: the controller unloads them everywhere). Pass the flags\n"
+    "  the agent ran with.\n"
+    "  --unload               unload the modules kmodd loaded (last loaded first), then\n"
+    "                         load again the in-tree modules they replaced\n";
 
 struct CleanupOptions {
   ApplyOptions apply;
@@ -55,8 +60,10 @@ bool SocketAnswers(const std::string& path) {
 
 // Undoes what the journal records (unload, release firmware, restore firmware_class.path
 // and in-tree modules: what applying the empty set does). False, after saying why on
-// stderr, when it must not or could not.
-bool Undo(const CleanupOptions& o, reconcile::Journal journal) {
+// stderr, when it must not or could not. An in-tree module that cannot be loaded again
+// does not stop the cleanup (the state would only keep a record nobody acts on): it is
+// added to `left` with why, and the exit status says so.
+bool Undo(const CleanupOptions& o, reconcile::Journal journal, std::vector<std::string>& left) {
   kernel::KmodKernel kernel(kernel::KmodKernel::Options{});
   auto observed = kernel.Observe();
   if (!observed.ok()) {
@@ -87,13 +94,23 @@ bool Undo(const CleanupOptions& o, reconcile::Journal journal) {
     return false;
   }
   auto undone = ApplyDesired(o.apply, api::NodeModulesConfig{});
-  if (!undone.ok() || !undone->converged) {
+  if (!undone.ok() || !undone->modules_converged) {
     std::cerr << "error: could not undo what the journal records; nothing removed:\n"
               << (undone.ok() ? ToYaml(undone->report) : undone.status().ToString()) << "\n";
     return false;
   }
   for (const auto& line : still_loaded) {
     std::cout << "unloaded " << line << "\n";
+  }
+  for (const auto& r : journal.in_tree_removed) {
+    auto failed = undone->not_reloaded.find(r.module);
+    if (failed == undone->not_reloaded.end()) {
+      std::cout << "reloaded in-tree " << r.module << " (removed for Module " << r.removed_for
+                << ")\n";
+    } else {
+      left.push_back(absl::StrCat("in-tree module ", r.module, ": not loaded again: ",
+                                  failed->second, "; load it with modprobe ", r.module));
+    }
   }
   return true;
 }
@@ -125,6 +142,7 @@ int CleanupCommand(const std::vector<std::string>& args) {
                  "DaemonSet); nothing removed\n";
     return 1;
   }
+  std::vector<std::string> not_reloaded;
   std::error_code ec;
   if (std::filesystem::exists(o.apply.state_dir, ec)) {
     const std::string journal_path = o.apply.state_dir + "/journal.json";
@@ -136,7 +154,8 @@ int CleanupCommand(const std::vector<std::string>& args) {
                 << o.apply.state_dir << " by hand once no kmodd module is loaded)\n";
       return 1;
     }
-    if (!journal->modules.empty() && !Undo(o, *journal)) {
+    if ((!journal->modules.empty() || !journal->in_tree_removed.empty()) &&
+        !Undo(o, *journal, not_reloaded)) {
       return 1;
     }
   }
@@ -144,7 +163,10 @@ int CleanupCommand(const std::vector<std::string>& args) {
   for (const auto& p : done.removed) {
     std::cout << "removed " << p << "\n";
   }
-  bool complete = true;
+  bool complete = not_reloaded.empty();
+  for (const auto& why : not_reloaded) {
+    std::cout << "left " << why << "\n";
+  }
   for (const auto& p : done.left) {
     std::cout << "left " << p << "\n";
     complete = complete && p.find(": a mount point, emptied") != std::string::npos;

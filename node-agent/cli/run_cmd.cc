@@ -201,8 +201,8 @@ void RemoveStateIfIdle(const RunOptions& o, const std::string& desired_path, Log
     return;  // none received (or unreadable): unknown is not idle
   }
   auto journal = reconcile::LoadJournal(o.state_dir + "/journal.json");
-  if (!journal.ok() || !journal->modules.empty()) {
-    return;
+  if (!journal.ok() || !journal->modules.empty() || !journal->in_tree_removed.empty()) {
+    return;  // an in-tree module still owed back: `kmodd-agent cleanup` reports it
   }
   const server::StateCleanup done = server::RemoveAgentState(o.state_dir, o.socket);
   Value removed = Value::EmptyList();

@@ -122,13 +122,20 @@ absl::Status KmodKernel::InsertHost(const std::string& name, const std::string& 
     return absl::NotFoundError(absl::StrCat("insert ", name, ": not a module of this kernel"));
   }
   KmodModule mod(raw);
-  if (kmod_module_get_path(mod.get()) == nullptr) {
+  const char* path = kmod_module_get_path(mod.get());
+  if (path == nullptr) {
     return absl::NotFoundError(absl::StrCat(
         "insert ", name, ": not found in the running kernel's modules (",
         kmod_get_dirname(*ctx), ")"));
   }
+  // modules.dep may name a file that is gone (the tree changed under the running kernel);
+  // the kernel's ENOENT would read as an unknown symbol.
+  if (std::error_code ec; !std::filesystem::exists(path, ec)) {
+    return absl::NotFoundError(
+        absl::StrCat("insert ", name, ": ", path, " is listed in modules.dep but missing"));
+  }
   // libkmod reports a loaded namesake as success: check first.
-  if (auto s = CheckAlreadyLoaded(options_.roots, name, kmod_module_get_path(mod.get()),
+  if (auto s = CheckAlreadyLoaded(options_.roots, name, path,
                                   "it must be removed before the in-tree one can load");
       !s.ok()) {
     return s;
@@ -136,8 +143,7 @@ absl::Status KmodKernel::InsertHost(const std::string& name, const std::string& 
   // Dependencies come from the host tree's modules.dep; no install commands are run.
   const int err = kmod_module_probe_insert_module(mod.get(), KMOD_PROBE_IGNORE_COMMAND,
                                                   params.c_str(), nullptr, nullptr, nullptr);
-  return err < 0 ? KernelError(KernelOp::kInsert, -err, name, kmod_module_get_path(mod.get()))
-                 : absl::OkStatus();
+  return err < 0 ? KernelError(KernelOp::kInsert, -err, name, path) : absl::OkStatus();
 }
 
 absl::Status KmodKernel::Remove(const std::string& name) {

@@ -33,8 +33,11 @@ absl::Status Executor::Fail(const std::string& key, absl::Status s) {
 }
 
 // Removes an in-tree module and, first, the modules that hold it, deepest first. Never
-// forces: a module in use by something other than a module fails the whole action.
-absl::Status Executor::RemoveInTree(const std::string& name, const kernel::KernelState& observed,
+// forces: a module in use by something other than a module fails the whole action. Each
+// removal is recorded before the syscall (intent), so that kill -9 cannot lose the record
+// of an in-tree module kmodd owes back; a record of a module still loaded is harmless.
+absl::Status Executor::RemoveInTree(const std::string& name, const std::string& target,
+                                    const std::string& key, const kernel::KernelState& observed,
                                     std::vector<std::string>& removed) {
   const kernel::LoadedModule* m = observed.Find(name);
   if (m == nullptr || Contains(removed, m->name)) {
@@ -53,7 +56,7 @@ absl::Status Executor::RemoveInTree(const std::string& name, const kernel::Kerne
         "tree; kmodd removes only the running kernel's own modules"));
   }
   for (const auto& holder : m->holders) {
-    if (auto s = RemoveInTree(holder, observed, removed); !s.ok()) {
+    if (auto s = RemoveInTree(holder, target, key, observed, removed); !s.ok()) {
       return s;
     }
   }
@@ -63,7 +66,16 @@ absl::Status Executor::RemoveInTree(const std::string& name, const kernel::Kerne
         m->holders.empty() ? "" : ", holders " + absl::StrJoin(m->holders, ", "),
         "); it is never forced: stop its users and kmodd will retry"));
   }
+  const bool recorded = AddRemoval(journal_, {m->name, target, key});
+  if (recorded) {
+    if (auto s = Save(); !s.ok()) {
+      return s;
+    }
+  }
   if (auto s = kernel_.Remove(m->name); !s.ok()) {
+    if (recorded && DropRemoval(journal_, m->name)) {
+      (void)Save();  // best effort: a stale record of a loaded module is dropped on reload
+    }
     return s;
   }
   removed.push_back(m->name);
@@ -86,7 +98,9 @@ std::vector<std::string> Executor::Rollback(const std::vector<std::string>& inse
   for (auto it = removed.rbegin(); it != removed.rend(); ++it) {
     if (auto s = kernel_.InsertHost(*it, ""); s.ok()) {
       undone.push_back("reloaded in-tree " + *it);
+      DropRemoval(journal_, *it);
     } else {
+      // The record stays: the planner reloads it once no desired Module removes it.
       undone.push_back(absl::StrCat("could not reload in-tree ", *it, " (", s.message(), ")"));
     }
   }
@@ -127,23 +141,13 @@ absl::Status Executor::Load(const DesiredModule& d) {
   // The swap: in-tree modules out, our modules in, or neither.
   std::vector<std::string> removed;
   for (const auto& name : d.in_tree_remove) {
-    if (auto s = RemoveInTree(name, *observed, removed); !s.ok()) {
+    const kernel::LoadedModule* target = observed->Find(name);
+    if (auto s = RemoveInTree(name, target != nullptr ? target->name : name, d.key, *observed,
+                              removed);
+        !s.ok()) {
       std::string report(s.message());
       (void)Rollback({}, removed, report);
       return Fail(d.key, absl::Status(s.code(), report));
-    }
-  }
-  {
-    JournalEntry& entry = journal_.modules[d.key];
-    for (const auto& r : removed) {
-      if (!Contains(entry.in_tree_removed, r)) {
-        entry.in_tree_removed.push_back(r);
-      }
-    }
-  }
-  if (!removed.empty()) {
-    if (auto s = Save(); !s.ok()) {
-      return s;
     }
   }
   // Each module is recorded before its insert (intent), so that kill -9 between the
@@ -174,11 +178,6 @@ absl::Status Executor::Load(const DesiredModule& d) {
         if (!Contains(failed.loaded, name)) {
           failed.loaded.push_back(name);
         }
-      }
-      for (const auto& r : removed) {
-        failed.in_tree_removed.erase(
-            std::remove(failed.in_tree_removed.begin(), failed.in_tree_removed.end(), r),
-            failed.in_tree_removed.end());
       }
       return Fail(d.key, absl::Status(s.code(), report));
     }
@@ -227,8 +226,56 @@ absl::Status Executor::Unload(const std::string& key) {
       return s;
     }
   }
+  // The in-tree modules removed for this Module stay recorded: the planner reloads them
+  // in the same pass unless another desired Module still removes them.
   journal_.modules.erase(it);
   return Save();
+}
+
+absl::Status Executor::ReloadInTree(const std::string& module) {
+  auto observed = kernel_.Observe();
+  if (!observed.ok()) {
+    return observed.status();
+  }
+  ForgetBoot(journal_, observed->boot_id);
+  auto r = std::find_if(journal_.in_tree_removed.begin(), journal_.in_tree_removed.end(),
+                        [&](const InTreeRemoval& x) { return x.module == module; });
+  if (r == journal_.in_tree_removed.end()) {
+    return absl::OkStatus();
+  }
+  const std::string removed_for = r->removed_for;
+  const kernel::LoadedModule* m = observed->Find(module);
+  if (m != nullptr && m->OutOfTree()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "in-tree module ", module, " (removed for ", removed_for,
+        ") cannot be loaded again while an out-of-tree module of that name is loaded"));
+  }
+  if (m == nullptr) {
+    if (auto s = kernel_.InsertHost(module, ""); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("reloading in-tree module ", module,
+                                                 " (removed for ", removed_for,
+                                                 "): ", s.message()));
+    }
+  }
+  DropRemoval(journal_, module);
+  return Save();
+}
+
+absl::Status Executor::Run(const Action& a, const std::vector<DesiredModule>& prepared) {
+  switch (a.kind) {
+    case Action::Kind::kUnload:
+      return Unload(a.key);
+    case Action::Kind::kReloadInTree:
+      return ReloadInTree(a.key);
+    case Action::Kind::kLoad:
+      for (const auto& d : prepared) {
+        if (d.key == a.key) {
+          return Load(d);
+        }
+      }
+      return absl::InternalError(absl::StrCat("no prepared Module ", a.key, " for its load"));
+  }
+  return absl::InternalError("unknown action");
 }
 
 }  // namespace kmodd::reconcile

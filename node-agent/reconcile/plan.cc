@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
 
 namespace kmodd::reconcile {
 
@@ -12,7 +15,47 @@ bool Live(const kernel::KernelState& k, const std::string& name) {
   return m != nullptr && m->state == kernel::LoadedModule::State::kLive;
 }
 
+// The in-tree modules kmodd owes back, last removed first, with why. A record whose module
+// or target a desired Module removes stays: reloading a holder would load its target too.
+std::vector<Action> PlanReloads(const std::vector<DesiredModule>& desired,
+                                const kernel::KernelState& observed, const Journal& journal) {
+  std::vector<Action> out;
+  if (journal.boot_id != observed.boot_id) {
+    return out;  // another boot's records: that kernel's state is gone
+  }
+  std::set<std::string> kept;
+  for (const auto& d : desired) {
+    for (const auto& name : d.in_tree_remove) {
+      kept.insert(kernel::CanonicalModuleName(name));
+    }
+  }
+  for (auto r = journal.in_tree_removed.rbegin(); r != journal.in_tree_removed.rend(); ++r) {
+    if (kept.count(r->module) != 0 || kept.count(r->target) != 0) {
+      continue;
+    }
+    const kernel::LoadedModule* m = observed.Find(r->module);
+    std::string why = m != nullptr && !m->OutOfTree()
+                          ? "loaded again outside kmodd: only the record is dropped"
+                          : absl::StrCat("removed for ", r->removed_for,
+                                         "; no desired Module removes it any more");
+    out.push_back({Action::Kind::kReloadInTree, r->module, std::move(why)});
+  }
+  return out;
+}
+
 }  // namespace
+
+const char* KindName(Action::Kind k) {
+  switch (k) {
+    case Action::Kind::kUnload:
+      return "unload";
+    case Action::Kind::kReloadInTree:
+      return "reload-in-tree";
+    case Action::Kind::kLoad:
+      return "load";
+  }
+  return "unknown";
+}
 
 bool Converged(const DesiredModule& d, const kernel::KernelState& observed, const Journal& j) {
   auto it = j.modules.find(d.key);
@@ -68,6 +111,8 @@ std::vector<Action> PlanActions(const std::vector<DesiredModule>& desired,
     }
     loads.push_back({Action::Kind::kLoad, key, why});
   }
+  const std::vector<Action> reloads = PlanReloads(desired, observed, journal);
+  unloads.insert(unloads.end(), reloads.begin(), reloads.end());
   unloads.insert(unloads.end(), loads.begin(), loads.end());
   return unloads;
 }

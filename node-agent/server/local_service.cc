@@ -106,7 +106,7 @@ grpc::Status LocalService::Plan(grpc::ServerContext* /*ctx*/, const v1::PlanRequ
   }
   for (const auto& a : plan->actions) {
     v1::PlannedAction* p = resp->add_actions();
-    p->set_kind(a.kind == reconcile::Action::Kind::kLoad ? "load" : "unload");
+    p->set_kind(reconcile::KindName(a.kind));
     p->set_module(a.key);
     p->set_reason(a.why);
   }

@@ -33,22 +33,26 @@ std::string SecretFor(const api::NodeModuleSpec& spec,
   return it != secrets.end() ? it->second : "";
 }
 
-ModulePhase FromJournal(reconcile::Phase p) {
-  switch (p) {
-    case reconcile::Phase::kLoaded:
-      return ModulePhase::kLoaded;
-    case reconcile::Phase::kUnloading:
-      return ModulePhase::kUnloading;
-    case reconcile::Phase::kFailed:
-      return ModulePhase::kFailed;
-    case reconcile::Phase::kLoading:
-      return ModulePhase::kPending;
-  }
-  return ModulePhase::kPending;
-}
-
 int64_t Millis(Clock::duration d) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+}
+
+// Fail-static: without a desired state nothing is unloaded but what an override unloads,
+// and no in-tree module is loaded again (a desired Module may still remove it).
+std::vector<reconcile::Action> FailStatic(std::vector<reconcile::Action> actions,
+                                          bool authoritative,
+                                          const std::set<std::string>& unload_overrides) {
+  if (authoritative) {
+    return actions;
+  }
+  actions.erase(std::remove_if(actions.begin(), actions.end(),
+                               [&](const reconcile::Action& a) {
+                                 return a.kind == reconcile::Action::Kind::kReloadInTree ||
+                                        (a.kind == reconcile::Action::Kind::kUnload &&
+                                         unload_overrides.count(a.key) == 0);
+                               }),
+                actions.end());
+  return actions;
 }
 
 }  // namespace
@@ -130,6 +134,10 @@ void Reconciler::SetDesired(DesiredState d) {
     desired_ = std::move(d);
     load_overrides_.clear();
     unload_overrides_.clear();
+    // A reload that failed waits for a change; a new desired state is one.
+    for (auto g = gates_.begin(); g != gates_.end();) {
+      g = g->second.in_tree ? gates_.erase(g) : std::next(g);
+    }
     PublishDesiredLocked();
     triggered_ = true;
   }
@@ -254,15 +262,18 @@ bool Reconciler::GateOpen(const std::string& key) {
   return g == gates_.end() || (!g->second.terminal && g->second.next <= Clock::now());
 }
 
-void Reconciler::RecordResult(const std::string& key, const absl::Status& s) {
+void Reconciler::RecordResult(const std::string& key, const absl::Status& s, bool in_tree) {
   std::lock_guard<std::mutex> lock(mu_);
   if (s.ok()) {
     gates_.erase(key);
     last_error_.erase(key);
     return;
   }
-  last_error_[key] = s;
+  if (!in_tree) {  // a reload's error is in its log line and event, not in a Module's status
+    last_error_[key] = s;
+  }
   Gate& g = gates_[key];
+  g.in_tree = in_tree;
   if (desired_) {
     for (const auto& m : desired_->modules) {
       if (m.Key() == key) {
@@ -276,6 +287,25 @@ void Reconciler::RecordResult(const std::string& key, const absl::Status& s) {
   g.terminal = ClassOf(s) == ErrorClass::kTerminal;
   const double unit = std::uniform_real_distribution<double>(0, 1)(random_);
   g.next = Clock::now() + BackoffDelay(options_.retry, g.attempt++, unit);
+}
+
+void Reconciler::ReportReload(const reconcile::Action& a, const absl::Status& s) {
+  if (s.ok()) {
+    log_.Info("in-tree module loaded again", {{"module", a.key}, {"why", a.why}});
+    state_.AddEvent(
+        AgentEvent{0, "InTreeReloaded", "", absl::StrCat(a.key, ": ", a.why), {}, 0, 0});
+    return;
+  }
+  const bool terminal = ClassOf(s) == ErrorClass::kTerminal;
+  log_.Warn("in-tree module reload failed",
+            {{"module", a.key},
+             {"error", std::string(s.message())},
+             {"class", terminal ? "terminal" : "retry"}});
+  state_.AddEvent(AgentEvent{
+      0, "InTreeReloadFailed", "",
+      absl::StrCat(s.message(), terminal ? " (retried when the desired state changes)"
+                                         : " (will retry)"),
+      {}, 0, 0});
 }
 
 std::optional<absl::StatusOr<std::string>> Reconciler::Resolve(const api::NodeModuleSpec& spec,
@@ -375,6 +405,7 @@ void Reconciler::Pass() {
       d.key = spec.Key();
       d.source = spec.config.container_image;
       d.problem = absl::UnavailableError(absl::StrCat("pulling ", spec.config.container_image));
+      d.in_tree_remove = spec.config.in_tree_modules_to_remove;  // kept out while it pulls
       prepared.push_back(std::move(d));
       pulling.insert(spec.Key());
       continue;
@@ -382,16 +413,8 @@ void Reconciler::Pass() {
     FixedStore store(std::move(*root));
     prepared.push_back(reconcile::Prepare(spec, observed->release, store, kernel_));
   }
-  std::vector<reconcile::Action> actions = reconcile::PlanActions(prepared, *observed, journal_);
-  if (!in.authoritative) {
-    // No desired state known yet: keep everything the journal has (fail-static).
-    actions.erase(std::remove_if(actions.begin(), actions.end(),
-                                 [&](const reconcile::Action& a) {
-                                   return a.kind == reconcile::Action::Kind::kUnload &&
-                                          in.unload_overrides.count(a.key) == 0;
-                                 }),
-                  actions.end());
-  }
+  std::vector<reconcile::Action> actions = FailStatic(
+      reconcile::PlanActions(prepared, *observed, journal_), in.authoritative, in.unload_overrides);
   Publish(in, prepared, pulling, &*observed);
 
   reconcile::Executor exec(kernel_, firmware_, options_.journal_path, journal_);
@@ -400,25 +423,21 @@ void Reconciler::Pass() {
       continue;
     }
     const bool load = a.kind == reconcile::Action::Kind::kLoad;
-    {
+    const bool reload = a.kind == reconcile::Action::Kind::kReloadInTree;
+    if (!reload) {  // a reload acts on no Module: no status row shows it
       std::lock_guard<std::mutex> lock(mu_);
       acting_ = {a.key, load ? ModuleFacts::Acting::kLoad : ModuleFacts::Acting::kUnload};
     }
     Publish(in, prepared, pulling, &*observed);
     const auto t0 = Clock::now();
-    absl::Status s;
-    if (load) {
-      auto d = std::find_if(prepared.begin(), prepared.end(),
-                            [&](const reconcile::DesiredModule& p) { return p.key == a.key; });
-      s = exec.Load(*d);
-    } else {
-      s = exec.Unload(a.key);
-    }
+    const absl::Status s = exec.Run(a, prepared);
     const auto took = Clock::now() - t0;
-    metrics_.RecordAction(load ? "load" : "unload", s.ok(),
+    metrics_.RecordAction(reconcile::KindName(a.kind), s.ok(),
                           std::chrono::duration<double>(took).count());
-    RecordResult(a.key, s);
-    if (s.ok()) {
+    RecordResult(a.key, s, reload);
+    if (reload) {
+      ReportReload(a, s);
+    } else if (s.ok()) {
       log_.Info(load ? "module loaded" : "module unloaded",
                 {{"module", a.key}, {"why", a.why}, {"ms", Millis(took)}});
     } else {
@@ -446,91 +465,6 @@ void Reconciler::Pass() {
   finish();
 }
 
-void Reconciler::Publish(const Inputs& in, const std::vector<reconcile::DesiredModule>& prepared,
-                         const std::set<std::string>& pulling,
-                         const kernel::KernelState* observed) {
-  std::vector<ModuleStatus> out;
-  std::set<std::string> seen;
-  std::lock_guard<std::mutex> lock(mu_);
-  auto facts_for = [&](const std::string& key) {
-    ModuleFacts f;
-    if (auto j = journal_.modules.find(key); j != journal_.modules.end()) {
-      f.journal = &j->second;
-    }
-    if (auto e = last_error_.find(key); e != last_error_.end()) {
-      f.last_error = e->second;
-    }
-    if (auto g = gates_.find(key); g != gates_.end()) {
-      f.retry_scheduled = !g->second.terminal;
-    }
-    if (acting_ && acting_->first == key) {
-      f.acting = acting_->second;
-    }
-    return f;
-  };
-  auto fill = [&](ModuleStatus& st, const std::string& key) {
-    st.key = key;
-    st.namespace_ = key.substr(0, key.find('/'));
-    st.name = key.substr(key.find('/') + 1);
-    st.desired_version = in.version;
-    if (auto j = journal_.modules.find(key); j != journal_.modules.end()) {
-      st.kernel_modules = j->second.loaded;
-      st.firmware = j->second.firmware;
-    }
-  };
-  for (size_t i = 0; i < in.modules.size() && i < prepared.size(); ++i) {
-    const api::NodeModuleSpec& spec = in.modules[i];
-    const reconcile::DesiredModule& d = prepared[i];
-    ModuleFacts f = facts_for(d.key);
-    f.desired = true;
-    f.pulling = pulling.count(d.key) != 0;
-    if (!f.pulling) {
-      f.problem = d.problem;
-    }
-    f.converged = d.problem.ok() && reconcile::Converged(d, *observed, journal_);
-    if (auto r = resolved_.find(d.key); f.problem.ok() && r != resolved_.end() && !r->second.root.ok() &&
-                                        r->second.spec == spec) {
-      f.problem = r->second.root.status();
-    }
-    const DerivedPhase p = DerivePhase(f);
-    ModuleStatus st;
-    fill(st, d.key);
-    st.phase = p.phase;
-    st.message = p.message;
-    st.error_class = p.error_class;
-    st.image = spec.config.container_image;
-    if (auto r = resolved_.find(d.key);
-        r != resolved_.end() && r->second.root.ok() && r->second.spec == spec) {
-      st.image_digest = r->second.digest;
-    }
-    st.version = spec.version;
-    out.push_back(std::move(st));
-    seen.insert(d.key);
-  }
-  for (const auto& [key, entry] : journal_.modules) {
-    if (seen.count(key) != 0) {
-      continue;
-    }
-    ModuleStatus st;
-    fill(st, key);
-    st.image = entry.source;
-    if (!in.authoritative && in.unload_overrides.count(key) == 0) {
-      // Kept as the journal has it until a desired state arrives.
-      st.phase = FromJournal(entry.phase);
-      st.message = entry.phase == reconcile::Phase::kFailed
-                       ? entry.message
-                       : "no desired state yet: kept as the journal has it";
-    } else {
-      const DerivedPhase p = DerivePhase(facts_for(key));
-      st.phase = p.phase;
-      st.message = p.message;
-      st.error_class = p.error_class;
-    }
-    out.push_back(std::move(st));
-  }
-  state_.SetModules(std::move(out));
-}
-
 absl::StatusOr<Reconciler::PlanResult> Reconciler::Plan() {
   reconcile::Journal journal;
   std::vector<reconcile::DesiredModule> prepared;
@@ -549,13 +483,8 @@ absl::StatusOr<Reconciler::PlanResult> Reconciler::Plan() {
   }
   reconcile::ForgetBoot(journal, observed->boot_id);
   PlanResult r;
-  for (auto& a : reconcile::PlanActions(prepared, *observed, journal)) {
-    if (!authoritative && a.kind == reconcile::Action::Kind::kUnload &&
-        unload_overrides.count(a.key) == 0) {
-      continue;
-    }
-    r.actions.push_back(std::move(a));
-  }
+  r.actions = FailStatic(reconcile::PlanActions(prepared, *observed, journal), authoritative,
+                         unload_overrides);
   for (const auto& d : prepared) {
     if (!d.problem.ok()) {
       r.problems.push_back(absl::StrCat(d.key, ": ", d.problem.message()));

@@ -101,6 +101,7 @@ class Reconciler {
     int attempt = 0;
     std::chrono::steady_clock::time_point next;
     bool terminal = false;
+    bool in_tree = false;  // the gate of an in-tree module's reload, not of a Module
   };
   struct Resolved {  // an image resolution, valid for exactly this spec and secret
     api::NodeModuleSpec spec;
@@ -125,7 +126,9 @@ class Reconciler {
                                                      const std::string& secret);
   void Publish(const Inputs& in, const std::vector<reconcile::DesiredModule>& prepared,
                const std::set<std::string>& pulling, const kernel::KernelState* observed);
-  void RecordResult(const std::string& key, const absl::Status& s);
+  void RecordResult(const std::string& key, const absl::Status& s, bool in_tree = false);
+  // Logs an in-tree reload's outcome and adds it to the agent's events.
+  void ReportReload(const reconcile::Action& a, const absl::Status& s);
   bool GateOpen(const std::string& key);
   void Trigger();
   void PublishDesiredLocked();

@@ -16,7 +16,10 @@
 #   firmware-and-unload      firmware staged, requested by the module and loaded;
 #                            firmware_class.path set and restored; unload order; cleanup
 #   in-tree-swap             an in-tree namesake is not taken for ours; the in-tree module
-#                            removed and the OOT one inserted
+#                            removed and the OOT one inserted; the Module deleted: ours
+#                            gone, the in-tree one loaded again, unless another desired
+#                            Module still removes it (with the holders removed to reach it);
+#                            a failed reload does not hold the unload
 #   in-tree-rollback         the swap failing half way: OOT insert undone, in-tree reloaded
 #   in-use-refused           a module used by one loaded outside kmodd is not removed; the
 #                            message names the holder; converges once it is gone
@@ -26,8 +29,9 @@
 #                            with every module inserted once
 #   reboot                   two boots on one state disk: new boot id, modules loaded again
 #   cleanup                  `kmodd-agent cleanup` refuses while kmodd's modules are loaded,
-#                            with --unload unloads them, deletes the firmware, restores
-#                            firmware_class.path and removes the state directory
+#                            with --unload unloads them, loads the in-tree module they
+#                            replaced again (or says it could not), deletes the firmware,
+#                            restores firmware_class.path and removes the state directory
 set -uo pipefail
 bin="$1"
 root="$2"
@@ -118,6 +122,19 @@ EOF
 case_in_tree_swap() {
   module nic /img dummy | config noremove.yaml
   module nic /img dummy 'inTreeModulesToRemove: [dummy]' | config desired.yaml
+  {
+    module nic /img dummy 'inTreeModulesToRemove: [dummy]'
+    module other /img kmm_ci_a 'inTreeModulesToRemove: [dummy]'
+  } | config both.yaml
+  module other /img kmm_ci_a 'inTreeModulesToRemove: [dummy]' | config other.yaml
+  # The kernel's llc with its holders stp and psnap: removed with it, kept out with it.
+  {
+    module llc /img kmm_ci_a 'inTreeModulesToRemove: [llc]'
+    module keep /img kmm_ci_dep_base 'inTreeModulesToRemove: [llc]'
+  } | config llc.yaml
+  module keep /img kmm_ci_dep_base 'inTreeModulesToRemove: [llc]' | config keep.yaml
+  # Every apply is a new process: what it knows of the in-tree dummy it removed is only
+  # what the journal on disk says, as for an agent restarted between the two.
   guest <<'EOF'
 run intree modprobe dummy
 put intree.version /sys/module/dummy/version
@@ -129,6 +146,36 @@ apply swap desired.yaml
 snap swap
 put swap.version /sys/module/dummy/version
 run swap.netdev test -e /sys/class/net/dummy0
+apply deleted empty.yaml
+snap deleted
+put deleted.version /sys/module/dummy/version
+run deleted.netdev test -e /sys/class/net/dummy0
+apply both both.yaml
+snap both
+apply shared other.yaml
+snap shared
+apply last empty.yaml
+snap last
+run last.netdev test -e /sys/class/net/dummy0
+ko=$(find /lib/modules/$K -name dummy.ko)
+apply again desired.yaml
+mv "$ko" /tmp/dummy.ko.away
+apply broken empty.yaml
+snap broken
+put broken.journal /var/lib/kmodd/journal.json
+mv /tmp/dummy.ko.away "$ko"
+apply fixed empty.yaml
+snap fixed
+run holders modprobe stp
+run holders2 modprobe psnap
+apply llc llc.yaml
+snap llc
+apply keep keep.yaml
+snap keep
+apply keep2 keep.yaml
+snap keep2
+apply llcgone empty.yaml
+snap llcgone
 EOF
   boot
   expect_rc intree 0
@@ -147,6 +194,57 @@ EOF
   expect_in "$(sec swap.version)" kmodd-test-1.0.0
   expect_nonzero swap.netdev  # the test dummy makes no interface: the in-tree one is gone
   expect_in "$g/dmesg" "kmodd test dummy loaded"
+  # The Module deleted: ours unloaded, the in-tree dummy (and its interface) back.
+  expect_rc deleted 0
+  expect_in "$(sec deleted.out)" "converged: true"
+  expect_loaded deleted dummy
+  expect_not_in "$(sec deleted.version)" kmodd-test
+  expect_rc deleted.netdev 0
+  # Two Modules remove it: deleting one keeps it out; deleting the other brings it back.
+  expect_rc both 0
+  expect_loaded both dummy kmm_ci_a
+  expect_rc shared 0
+  expect_in "$(sec shared.out)" "converged: true"
+  expect_not_loaded shared dummy
+  expect_loaded shared kmm_ci_a
+  expect_in "$(sec shared.out)" "message: kept out by a desired Module"
+  expect_rc last 0
+  expect_not_loaded last kmm_ci_a
+  expect_loaded last dummy
+  expect_rc last.netdev 0
+  # The reload fails (the host's dummy.ko is gone): reported, and ours is unloaded all
+  # the same; the record stays, and the next apply loads it.
+  expect_rc again 0
+  expect_nonzero broken
+  expect_in "$(sec broken.err)" "reloading in-tree module dummy (removed for e2e/nic): insert dummy"
+  expect_in "$(sec broken.err)" "dummy.ko is listed in modules.dep but missing"
+  expect_in "$(sec broken.out)" "converged: false"
+  expect_not_loaded broken dummy
+  expect_count "$g/dmesg" "kmodd test dummy unloaded" 3
+  expect_not_in "$(sec broken.journal)" '"e2e/nic": {'
+  expect_in "$(sec broken.journal)" '"removedFor": "e2e/nic"'
+  expect_rc fixed 0
+  expect_in "$(sec fixed.out)" "converged: true"
+  expect_loaded fixed dummy
+  # Holders: removed before llc, kept out while a desired Module keeps llc out (loading
+  # one would load llc: no flapping), loaded again after it.
+  expect_rc holders 0
+  expect_rc holders2 0
+  expect_rc llc 0
+  expect_not_loaded llc llc stp psnap
+  expect_loaded llc kmm_ci_a kmm_ci_dep_base
+  expect_rc keep 0
+  expect_not_loaded keep llc stp psnap kmm_ci_a
+  expect_rc keep2 0
+  expect_not_loaded keep2 llc stp psnap
+  expect_rc llcgone 0
+  expect_in "$(sec llcgone.out)" "converged: true"
+  expect_not_loaded llcgone kmm_ci_dep_base
+  expect_loaded llcgone llc stp psnap
+  # Last removed first: removed psnap, stp, llc (holders in name order, then llc), so
+  # loaded llc, stp, psnap; /proc/modules lists the newest first.
+  expect_before "$(sec llcgone.modules)" "psnap " "stp "
+  expect_before "$(sec llcgone.modules)" "stp " "llc "
 }
 
 case_in_tree_rollback() {
@@ -343,10 +441,12 @@ EOF
 
 case_cleanup() {
   {
-    module fw /img kmm_ci_fw 'modprobe.firmwarePath: /firmware'
+    module fw /img kmm_ci_fw "$(printf '%s\n' 'inTreeModulesToRemove: [dummy]' \
+      'modprobe.firmwarePath: /firmware')"
     module deps /img kmm_ci_dep_user
   } | config desired.yaml
   guest <<'EOF'
+run intree modprobe dummy
 mkdir -p /custom/fw
 echo -n /custom/fw >/sys/module/firmware_class/parameters/path
 apply load desired.yaml --firmware-class-path
@@ -359,11 +459,20 @@ put unload.fwpath /sys/module/firmware_class/parameters/path
 run unload.fw ls -A /var/lib/firmware
 run unload.state ls -d /var/lib/kmodd
 run again $A cleanup
+ko=$(find /lib/modules/$K -name dummy.ko)
+apply reload desired.yaml --firmware-class-path
+mv "$ko" /tmp/dummy.ko.away
+run broken $A cleanup --unload --firmware-class-path
+snap broken
+run broken.state ls -d /var/lib/kmodd
+mv /tmp/dummy.ko.away "$ko"
 EOF
   boot
+  expect_rc intree 0
   expect_rc load 0
   # Refused: nothing unloaded, nothing removed, and it says what is loaded and what to do.
   expect_nonzero refused
+  expect_not_loaded refused dummy
   expect_in "$(sec refused.err)" "Module e2e/fw: kmm_ci_fw"
   expect_in "$(sec refused.err)" "Module e2e/deps: kmm_ci_dep_base, kmm_ci_dep_user"
   expect_in "$(sec refused.err)" "--unload"
@@ -373,6 +482,9 @@ EOF
   expect_rc unload 0
   expect_not_loaded unload kmm_ci_fw kmm_ci_dep_base kmm_ci_dep_user
   expect_in "$(sec unload.out)" "unloaded Module e2e/fw: kmm_ci_fw"
+  # The in-tree module the fw Module removed is loaded again.
+  expect_loaded unload dummy
+  expect_in "$(sec unload.out)" "reloaded in-tree dummy (removed for Module e2e/fw)"
   expect_in "$(sec unload.out)" "removed /var/lib/kmodd/journal.json"
   expect_in "$(sec unload.out)" "removed /var/lib/kmodd"
   expect_in "$(sec unload.fwpath)" /custom/fw
@@ -380,6 +492,16 @@ EOF
   expect_nonzero unload.state
   expect_rc again 0
   expect_in "$(sec again.out)" "nothing to remove"
+  # The in-tree dummy cannot be loaded again (its file is gone): cleanup still unloads and
+  # removes everything, names what it left and how to load it, and exits 1.
+  expect_rc reload 0
+  expect_nonzero broken
+  expect_in "$(sec broken.out)" "unloaded Module e2e/fw: kmm_ci_fw"
+  expect_in "$(sec broken.out)" "left in-tree module dummy: not loaded again: "
+  expect_in "$(sec broken.out)" "; load it with modprobe dummy"
+  expect_in "$(sec broken.out)" "removed /var/lib/kmodd"
+  expect_not_loaded broken kmm_ci_fw kmm_ci_dep_base kmm_ci_dep_user dummy
+  expect_nonzero broken.state
 }
 
 case_reboot() {

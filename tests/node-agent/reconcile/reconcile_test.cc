@@ -99,7 +99,7 @@ TEST_CASE("the swap removes the in-tree module and its module holders, then inse
   REQUIRE(r.exec.Load(Gpu()).ok());
   CHECK(r.kernel.IsOurs("xe"));
   CHECK_FALSE(r.kernel.IsLoaded("xe_holder"));
-  CHECK(r.journal.modules.at("gpu/xe").in_tree_removed ==
+  CHECK(kmodd::reconcile::InTreeRemovedFor(r.journal, "gpu/xe") ==
         std::vector<std::string>{"xe_holder", "xe"});
 }
 
@@ -125,7 +125,7 @@ TEST_CASE("a failed insert rolls the swap back: in-tree module reloaded, ours re
   const auto& e = disk.modules.at("gpu/xe");
   CHECK(e.phase == Phase::kFailed);
   CHECK(e.loaded.empty());
-  CHECK(e.in_tree_removed.empty());
+  CHECK(disk.in_tree_removed.empty());
   CHECK(e.message == msg);
 }
 

@@ -186,3 +186,36 @@ TEST_CASE("plan shows what a pass would do without doing it", "[server]") {
   r.rec->Kick();
   REQUIRE(Eventually([&] { return r.Loaded("mod_a"); }));
 }
+
+TEST_CASE("the daemon loads an in-tree module again once the Module that replaced it goes",
+          "[server]") {
+  Rig r;
+  r.kernel.With([](kmodd::testing::FakeKernel& k) {
+    k.host.insert("intree_a");
+    return k.InsertHost("intree_a", "").ok();
+  });
+  auto replacing = Spec("ns", "a", "dir:" + r.img_a, "mod_a");
+  replacing.config.in_tree_modules_to_remove = {"intree_a"};
+  r.Desire({replacing});
+  REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", ModulePhase::kLoaded); }));
+  CHECK_FALSE(r.Loaded("intree_a"));
+  const bool fails = GENERATE(false, true);
+  if (fails) {  // e.g. lockdown since: reported, and the Module's unload still finishes
+    r.kernel.With([](kmodd::testing::FakeKernel& k) { return k.fail_insert["intree_a"] = EPERM; });
+  }
+  auto events = r.state.Subscribe(false);
+  r.Desire({}, "v2");
+  REQUIRE(Eventually([&] { return !r.Loaded("mod_a") && r.state.Snapshot().modules.empty(); }));
+  const std::string kind = fails ? "InTreeReloadFailed" : "InTreeReloaded";
+  std::string message;
+  REQUIRE(Eventually([&] {
+    for (const auto& e : events->Next(std::chrono::steady_clock::now())) {
+      if (e.kind == kind) {
+        message = e.message;
+      }
+    }
+    return !message.empty();
+  }));
+  CHECK(message.find("intree_a") != std::string::npos);
+  CHECK(r.Loaded("intree_a") == !fails);
+}
