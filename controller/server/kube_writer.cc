@@ -6,7 +6,6 @@
 #include <functional>
 #include <thread>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "controller/kube/json.h"
 
@@ -53,17 +52,9 @@ std::string VersionReadyLabel(const std::string& ns, const std::string& name) {
 }
 
 bool IsOwnedLabel(const std::string& key) {
-  if (key == kKernelVersionLabel) {
-    return true;
-  }
-  if (!absl::StartsWith(key, kLabelPrefix)) {
-    return false;
-  }
   // <ns>.<name>.ready and <ns>.<name>.version.ready; not version-module.* (the user's),
   // not .device-plugin-ready (a device plugin's).
-  const std::string rest = key.substr(sizeof(kLabelPrefix) - 1);
-  return absl::EndsWith(rest, ".ready") && !absl::StartsWith(rest, "version-module.") &&
-         std::count(rest.begin(), rest.end(), '.') >= 2;
+  return key == kKernelVersionLabel || !ModuleOfLabel(key).empty();
 }
 
 Labels DesiredLabels(const NodeRecord& node) {
