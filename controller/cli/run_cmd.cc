@@ -246,7 +246,9 @@ int RunKubernetes(const RunConfig& c, const sigset_t& signals, const std::string
     elector = std::make_unique<kube::LeaderElector>(**client, le, clock);
   }
   source::KubeSource source(**client, hub, log);
-  kube::EventRecorder events(**client, clock, "kmodd-controller", identity);
+  // "kmm" as KMM's manager writes its Events (source.component, reportingComponent), so
+  // that what filters on them finds kmodd's too.
+  kube::EventRecorder events(**client, clock, "kmm", identity);
   server::KubeWriter writer(**client, hub, source, events,
                             [&elector] { return !elector || elector->IsLeader(); }, log);
   source.Start();

@@ -15,11 +15,15 @@ EventRecorder::EventRecorder(KubeClient& client, const Clock& clock, std::string
       instance_(std::move(instance)) {}
 
 absl::Status EventRecorder::Record(const ObjectReference& object, std::string_view type,
-                                   std::string_view reason, std::string_view message_in) {
+                                   std::string_view reason, std::string_view message_in,
+                                   const std::map<std::string, std::string>& annotations) {
   const std::string message(message_in.substr(0, kMaxMessage));
-  const std::string key = absl::StrCat(object.uid, "\x1f", object.kind, "\x1f", object.ns,
-                                       "\x1f", object.name, "\x1f", std::string(type), "\x1f",
-                                       std::string(reason), "\x1f", message);
+  std::string key = absl::StrCat(object.uid, "\x1f", object.kind, "\x1f", object.ns, "\x1f",
+                                 object.name, "\x1f", std::string(type), "\x1f",
+                                 std::string(reason), "\x1f", message);
+  for (const auto& [k, v] : annotations) {
+    absl::StrAppend(&key, "\x1f", k, "=", v);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   auto it = made_.find(key);
   if (it != made_.end()) {
@@ -36,11 +40,12 @@ absl::Status EventRecorder::Record(const ObjectReference& object, std::string_vi
     }
     made_.erase(it);  // expired (events live an hour): start a new one
   }
-  return CreateNew(object, type, reason, message, key);
+  return CreateNew(object, type, reason, message, annotations, key);
 }
 
 absl::Status EventRecorder::CreateNew(const ObjectReference& object, std::string_view type,
                                       std::string_view reason, const std::string& message,
+                                      const std::map<std::string, std::string>& annotations,
                                       const std::string& key) {
   const absl::Time now = clock_.Now();
   const std::string ns = object.ns.empty() ? "default" : object.ns;
@@ -51,6 +56,13 @@ absl::Status EventRecorder::CreateNew(const ObjectReference& object, std::string
   Value metadata;
   metadata.Set("name", name);
   metadata.Set("namespace", ns);
+  if (!annotations.empty()) {
+    Value a = Value::EmptyMap();
+    for (const auto& [k, v] : annotations) {
+      a.Set(k, v);
+    }
+    metadata.Set("annotations", std::move(a));
+  }
   Value involved;
   involved.Set("apiVersion", object.api_version);
   involved.Set("kind", object.kind);

@@ -32,11 +32,13 @@ class EventRecorder {
   EventRecorder(KubeClient& client, const Clock& clock, std::string component,
                 std::string instance);
 
-  // Creates an Event about `object`. The same (object, type, reason, message) again raises
+  // Creates an Event about `object`, with `annotations` on it (KMM's Node Events carry
+  // module=<ns>/<name>). The same (object, type, reason, message, annotations) again raises
   // the count and lastTimestamp of the Event already made, instead of adding one; if that
   // Event has expired meanwhile, a new one is made. Thread-safe.
   [[nodiscard]] absl::Status Record(const ObjectReference& object, std::string_view type,
-                                    std::string_view reason, std::string_view message);
+                                    std::string_view reason, std::string_view message,
+                                    const std::map<std::string, std::string>& annotations = {});
 
   static constexpr size_t kMaxMessage = 1024;
   static constexpr size_t kMaxRemembered = 4096;
@@ -48,6 +50,7 @@ class EventRecorder {
   };
   absl::Status CreateNew(const ObjectReference& object, std::string_view type,
                          std::string_view reason, const std::string& message,
+                         const std::map<std::string, std::string>& annotations,
                          const std::string& key);
 
   KubeClient& client_;

@@ -4,10 +4,8 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
-#include <iterator>
 #include <thread>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "controller/kube/json.h"
 
@@ -37,7 +35,6 @@ void ParallelFor(size_t n, const std::function<void(size_t)>& fn) {
   }
 }
 
-constexpr char kPrefix[] = "kmm.node.kubernetes.io/";
 constexpr char kModulesGroupVersion[] = "kmm.sigs.x-k8s.io/v1beta1";
 
 std::string ModulePath(const std::string& ns, const std::string& name) {
@@ -47,25 +44,17 @@ std::string ModulePath(const std::string& ns, const std::string& name) {
 }  // namespace
 
 std::string ReadyLabel(const std::string& ns, const std::string& name) {
-  return absl::StrCat(kPrefix, ns, ".", name, ".ready");
+  return absl::StrCat(kLabelPrefix, ns, ".", name, ".ready");
 }
 
 std::string VersionReadyLabel(const std::string& ns, const std::string& name) {
-  return absl::StrCat(kPrefix, ns, ".", name, ".version.ready");
+  return absl::StrCat(kLabelPrefix, ns, ".", name, ".version.ready");
 }
 
 bool IsOwnedLabel(const std::string& key) {
-  if (key == kKernelVersionLabel) {
-    return true;
-  }
-  if (!absl::StartsWith(key, kPrefix)) {
-    return false;
-  }
   // <ns>.<name>.ready and <ns>.<name>.version.ready; not version-module.* (the user's),
   // not .device-plugin-ready (a device plugin's).
-  const std::string rest = key.substr(sizeof(kPrefix) - 1);
-  return absl::EndsWith(rest, ".ready") && !absl::StartsWith(rest, "version-module.") &&
-         std::count(rest.begin(), rest.end(), '.') >= 2;
+  return key == kKernelVersionLabel || !ModuleOfLabel(key).empty();
 }
 
 Labels DesiredLabels(const NodeRecord& node) {
@@ -84,9 +73,6 @@ Labels DesiredLabels(const NodeRecord& node) {
     if (!m.version.empty()) {
       out[VersionReadyLabel(ns, name)] = m.version;
     }
-  }
-  if (!out.empty() && !node.kernel_release.empty()) {
-    out[kKernelVersionLabel] = node.kernel_release;
   }
   return out;
 }
@@ -221,6 +207,7 @@ void KubeWriter::SyncOnce() {
     if (was_leader_) {
       applied_.clear();
       statuses_.clear();
+      refused_.Clear();
     }
     was_leader_ = false;
     return;
@@ -243,35 +230,17 @@ void KubeWriter::SyncOnce() {
 }
 
 void KubeWriter::Event(const PendingEvent& e) {
-  const source::NodeMeta& node = e.node;
-  const char* reason = e.reason;
-  const std::string& label = e.label;
-  const Labels& desired = e.labels;
-  // <prefix><ns>.<name>.ready -> ns/name
-  std::string mod = label.substr(sizeof(kPrefix) - 1);
-  mod = mod.substr(0, mod.size() - std::string(".ready").size());
-  std::string message = absl::StrCat(
-      "Module ", mod, reason == std::string("ModuleLoaded") ? " loaded" : " unloaded");
-  const std::string version_key =
-      label.substr(0, label.size() - std::string(".ready").size()) + ".version.ready";
-  if (auto v = desired.find(version_key); v != desired.end()) {
-    absl::StrAppend(&message, " at version ", v->second);
-  }
-  kube::ObjectReference ref{"v1", "Node", "", node.name, node.uid};
-  if (absl::Status s = events_.Record(ref, kube::kEventNormal, reason, message); !s.ok()) {
-    log_.Warn("cannot record a Node event", {{"node", node.name}, {"error", s.ToString()}});
+  kube::ObjectReference ref{"v1", "Node", "", e.node.name, e.node.uid};
+  const NodeEvent& ev = e.event;
+  if (absl::Status s = events_.Record(ref, ev.type, ev.reason, ev.message, ev.annotations);
+      !s.ok()) {
+    log_.Warn("cannot record a Node event", {{"node", e.node.name}, {"error", s.ToString()}});
   }
 }
 
 std::vector<KubeWriter::PendingEvent> KubeWriter::SyncLabels(const ControllerStatus& st) {
-  struct Job {
-    source::NodeMeta node;
-    Labels desired;
-    std::optional<Value> patch;
-    bool ok = true;
-    std::vector<PendingEvent> events;
-  };
-  std::vector<Job> jobs;
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<LabelJob> jobs;
   for (const NodeRecord& rec : st.nodes) {
     std::optional<source::NodeMeta> node = source_.Node(rec.name);
     if (!node) {
@@ -284,48 +253,63 @@ std::vector<KubeWriter::PendingEvent> KubeWriter::SyncLabels(const ControllerSta
       continue;
     }
     Labels desired = DesiredLabels(rec);
+    refused_.Filter(rec.name, desired, now);
     if (auto a = applied_.find(rec.name); a != applied_.end() && a->second == desired) {
       continue;  // patched already; the watch may not have brought it back yet
     }
     std::optional<Value> patch = LabelPatch(node->labels, desired);
-    jobs.push_back(Job{*std::move(node), std::move(desired), std::move(patch), true, {}});
+    jobs.push_back(LabelJob{*std::move(node), std::move(desired), std::move(patch), {}});
   }
   // Each write is a round trip: a rollout to a thousand nodes would take a thousand of them
   // in a row. A few in flight at once.
-  auto run = [&](Job& j) {
-    if (!j.patch) {
-      return;
+  ParallelFor(jobs.size(), [&](size_t i) {
+    LabelJob& j = jobs[i];
+    if (j.patch) {
+      j.write = WriteNodeLabels(client_, j.node.name, *j.patch);
     }
-    absl::StatusOr<Value> r =
-        client_.MergePatch(kube::ResourcePath("v1", "nodes", "", j.node.name), *j.patch);
-    if (!r.ok()) {
-      log_.Warn("cannot label a node", {{"node", j.node.name}, {"error", r.status().ToString()}});
-      j.ok = false;
-      return;
-    }
-    log_.Info("node labels updated", {{"node", j.node.name}, {"patch", ToJsonLine(*j.patch)}});
-    for (const auto& [k, v] : j.desired) {
-      if (absl::EndsWith(k, ".ready") && !absl::EndsWith(k, ".version.ready") &&
-          j.node.labels.count(k) == 0) {
-        j.events.push_back({j.node, "ModuleLoaded", k, j.desired});
-      }
-    }
-    for (const auto& [k, v] : j.node.labels) {
-      if (IsOwnedLabel(k) && absl::EndsWith(k, ".ready") && !absl::EndsWith(k, ".version.ready") &&
-          j.desired.count(k) == 0) {
-        j.events.push_back({j.node, "ModuleUnloaded", k, j.node.labels});
-      }
-    }
-  };
-  ParallelFor(jobs.size(), [&](size_t i) { run(jobs[i]); });
+  });
   std::vector<PendingEvent> events;
-  for (Job& j : jobs) {
-    if (j.ok) {
-      applied_[j.node.name] = std::move(j.desired);
-    }
-    std::move(j.events.begin(), j.events.end(), std::back_inserter(events));
+  for (LabelJob& j : jobs) {
+    Settle(j, now, events);
   }
   return events;
+}
+
+void KubeWriter::Settle(LabelJob& j, std::chrono::steady_clock::time_point now,
+                        std::vector<PendingEvent>& events) {
+  if (!j.write.error.ok()) {
+    log_.Warn("cannot label a node", {{"node", j.node.name}, {"error", j.write.error.ToString()}});
+    return;
+  }
+  bool retry = false;
+  for (const auto& [key, error] : j.write.refused) {
+    auto d = j.desired.find(key);
+    if (d == j.desired.end()) {
+      retry = true;  // a removal refused: nothing to leave out, so the next pass tries again
+      log_.Warn("cannot remove a node label",
+                {{"node", j.node.name}, {"label", key}, {"error", error}});
+      continue;
+    }
+    if (refused_.Refused(j.node.name, key, d->second, now)) {
+      log_.Warn("node label refused", {{"node", j.node.name}, {"label", key},
+                                       {"value", d->second}, {"error", error}});
+      events.push_back({j.node, LabelRefusedEvent(key, d->second, error)});
+    }
+    j.desired.erase(d);
+  }
+  refused_.Accepted(j.node.name, j.desired);
+  if (j.patch) {
+    log_.Info(j.write.refused.empty() ? "node labels updated"
+                                      : "node labels updated but for the refused ones",
+              {{"node", j.node.name}, {"patch", ToJsonLine(*j.patch)}});
+    const Labels after = PatchedLabels(j.node.labels, *j.patch, j.write.refused);
+    for (NodeEvent& e : ReadyLabelEvents(j.node.labels, after)) {
+      events.push_back({j.node, std::move(e)});
+    }
+  }
+  if (!retry) {
+    applied_[j.node.name] = std::move(j.desired);
+  }
 }
 
 void KubeWriter::SyncStatus(const ControllerStatus& st) {

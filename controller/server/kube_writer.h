@@ -4,11 +4,14 @@
 //   - Node labels KMM users depend on, from the agents' reports:
 //       kmm.node.kubernetes.io/<ns>.<name>.ready          while the agent reports it Loaded
 //       kmm.node.kubernetes.io/<ns>.<name>.version.ready  = the version, idem, when versioned
-//       kmm.node.kubernetes.io/kernel-version.full        while any of them is set
 //     diffed against the Node's labels and merge-patched (null removes), on the next hub
-//     change: a label goes within milliseconds of the report that the module is gone.
+//     change: a label goes within milliseconds of the report that the module is gone. A
+//     label the API server refuses holds back no other (node_labels.h). No
+//     kernel-version.full label: KMM writes none, and a kernel such as GKE's "6.1.90+" is
+//     no valid label value; one an earlier kmodd wrote is removed.
 //   - Node Events ModuleLoaded / ModuleUnloaded when a .ready label is added / removed,
-//     after every label, status and finalizer write of the pass: no one waits on them.
+//     as KMM writes them, after every label, status and finalizer write of the pass: no one
+//     waits on them.
 //   - Module status (KMM's moduleLoader counters, conditions, kmodd's per-node rows),
 //     merge-patched on the status subresource only when it changed.
 //   - The finalizer kmodd.io/unload on every Module; on deletion, removed once no connected
@@ -32,15 +35,15 @@
 #include "controller/kube/client.h"
 #include "controller/kube/events.h"
 #include "controller/server/hub.h"
+#include "controller/server/node_labels.h"
 #include "controller/server/status.h"
 #include "controller/source/kube_source.h"
 
 namespace kmodd::server {
 
 inline constexpr char kFinalizer[] = "kmodd.io/unload";
+// Written by kmodd before KMM fidelity (issue 11), no longer; still owned, so removed.
 inline constexpr char kKernelVersionLabel[] = "kmm.node.kubernetes.io/kernel-version.full";
-
-using Labels = std::map<std::string, std::string>;
 
 // KMM's label names.
 std::string ReadyLabel(const std::string& ns, const std::string& name);
@@ -80,15 +83,23 @@ class KubeWriter {
 
  private:
   void Run();
-  // A Node Event owed for a label change, recorded at the end of the pass.
+  // A Node Event owed for a label change or refusal, recorded at the end of the pass.
   struct PendingEvent {
     source::NodeMeta node;
-    const char* reason;  // ModuleLoaded, ModuleUnloaded
-    std::string label;   // the .ready label added or removed
-    Labels labels;       // where its .version.ready label is looked up
+    NodeEvent event;
+  };
+  // One Node's label write.
+  struct LabelJob {
+    source::NodeMeta node;
+    Labels desired;
+    std::optional<Value> patch;  // nullopt: the Node has them all
+    LabelWrite write;
   };
   // Patches the labels; returns the Events those changes owe.
   std::vector<PendingEvent> SyncLabels(const ControllerStatus& st);
+  // Takes in what a write did: refusals, what is applied, the Events owed.
+  void Settle(LabelJob& j, std::chrono::steady_clock::time_point now,
+              std::vector<PendingEvent>& events);
   void SyncStatus(const ControllerStatus& st);
   void SyncFinalizers(const ControllerStatus& st);
   void Event(const PendingEvent& e);
@@ -105,6 +116,7 @@ class KubeWriter {
   // removed by hand comes back.
   std::map<std::string, Labels> applied_;
   std::chrono::steady_clock::time_point applied_since_;
+  RefusedLabels refused_;
   std::map<std::string, std::string> statuses_;  // Module key -> status last written (JSON)
   std::mutex mu_;
   std::condition_variable stop_cv_;

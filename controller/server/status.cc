@@ -128,7 +128,11 @@ ControllerStatus Aggregate(const StatusInput& in) {
         continue;
       }
       ModuleState& st = out.modules[index.at(s.module->Key())];
-      ++st.module_loader.nodes_matching_selector_number;
+      // As KMM, the nodes the Module may run on: not one a NoExecute taint takes out (its
+      // row still says why). Without a mapping or version label it is still wanted there.
+      if (s.reason != plan::SkipReason::kTaint) {
+        ++st.module_loader.nodes_matching_selector_number;
+      }
       st.nodes.push_back(NodeModuleStatus{
           node, "Skipped", plan::DescribeSkip(*s.module, *p.node, s.reason, s.detail), "", 0,
           rec != nullptr && rec->connected});

@@ -4,7 +4,8 @@
 // PURE: the caller passes the time and everything it knows; no I/O, no clock, no protobuf.
 //
 // Per Module, KMM's `status.moduleLoader` counters
-//   nodesMatchingSelectorNumber: nodes whose labels match the selector
+//   nodesMatchingSelectorNumber: nodes the Module may run on (KMM's "schedulable"): the
+//                                selector matches and no untolerated NoExecute taint
 //   desiredNumber:               nodes planned to run it (run or held)
 //   availableNumber:             of those, connected nodes that report it Loaded (at the
 //                                planned version, when the Module sets one)

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # `kmodd-controller run --kubernetes` against a real kube-apiserver (tools/kube) with
-# simulated agents (kmodd-loadgen) for three kubelet-less Node objects: Module status,
-# the KMM node labels and Events, the finalizer on delete (and how long after the agents'
-# unload report the labels go), an API server restart with watch expiry (410 Gone: the
-# controller relists and sees a Module deleted and one created while it was not watching;
-# leader failover: kube_failover_test.sh).
+# simulated agents (kmodd-loadgen) for kubelet-less Node objects: Module status (a node with
+# an untolerated NoExecute taint is not counted), the KMM node labels and KMM's Events, the
+# finalizer on delete (and how long after the agents' unload report the labels go), a GKE
+# node (kernel 6.1.90+) labelled ready, a label the API server refuses holding back no
+# other, an API server restart with watch expiry (410 Gone: the controller relists and sees
+# a Module deleted and one created while it was not watching; leader failover:
+# kube_failover_test.sh).
 # Without the harness (tools/kube/setup) it fails, never skips.
 #
 # usage: kube_mode_test.sh BIN_DIR SOURCE_DIR
@@ -43,7 +45,12 @@ until_ok() {
   done
 }
 
-step "CRD, namespaces, three Nodes"
+node_info() {  # NODE KERNEL BOOT
+  k patch node "$1" --subresource=status --type=merge -p \
+    "{\"status\":{\"nodeInfo\":{\"kernelVersion\":\"$2\",\"bootID\":\"$3\",\"architecture\":\"amd64\",\"machineID\":\"m\",\"systemUUID\":\"u\",\"kubeProxyVersion\":\"\",\"kubeletVersion\":\"\",\"containerRuntimeVersion\":\"\",\"operatingSystem\":\"linux\",\"osImage\":\"sim\"}}}" >/dev/null
+}
+
+step "CRD, namespaces, Nodes: sim-0..2, sim-3 (a worker tainted NoExecute), gke-0"
 k apply -f "$src/deploy/crd/kmm.sigs.x-k8s.io_modules.yaml" >/dev/null
 k wait --for condition=Established crd/modules.kmm.sigs.x-k8s.io --timeout=60s >/dev/null
 k create namespace kmodd-system >/dev/null
@@ -57,9 +64,27 @@ metadata:
   name: sim-$i
   labels: {kubernetes.io/hostname: sim-$i, role: $role}
 YAML
-  k patch node "sim-$i" --subresource=status --type=merge -p \
-    "{\"status\":{\"nodeInfo\":{\"kernelVersion\":\"6.1.0-27-cloud-amd64\",\"bootID\":\"boot-$i\",\"architecture\":\"amd64\",\"machineID\":\"m\",\"systemUUID\":\"u\",\"kubeProxyVersion\":\"\",\"kubeletVersion\":\"\",\"containerRuntimeVersion\":\"\",\"operatingSystem\":\"linux\",\"osImage\":\"sim\"}}}" >/dev/null
+  node_info "sim-$i" 6.1.0-27-cloud-amd64 "boot-$i"
 done
+# A worker no Module tolerates (nodesMatchingSelectorNumber leaves it out, as KMM does), and
+# a GKE-shaped node, whose kernel release ends in "+" (no valid label value).
+k create -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Node
+metadata:
+  name: sim-3
+  labels: {kubernetes.io/hostname: sim-3, role: worker}
+spec:
+  taints: [{key: dedicated, value: database, effect: NoExecute}]
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: gke-0
+  labels: {kubernetes.io/hostname: gke-0, role: gke, cloud.google.com/gke-os-distribution: cos}
+YAML
+node_info sim-3 6.1.0-27-cloud-amd64 boot-3
+node_info gke-0 6.1.90+ boot-gke
 
 start_controller() {  # NAME [extra flags...]
   local name=$1; shift
@@ -71,19 +96,19 @@ start_controller() {  # NAME [extra flags...]
   until_ok 20 grep -q '"controller running (Kubernetes)"' "$dir/$name.log" || fail "$name did not start"
 }
 port_of() { grep -o '"sync server listening".*' "$dir/$1.log" | grep -o '"port":[0-9]*' | head -1 | cut -d: -f2; }
-start_agents() {  # NAME PORT
-  "$bin/kmodd-loadgen" --controller "127.0.0.1:$2" --agents 3 --name-prefix sim- --insecure \
-    --kernel 6.1.0-27-cloud-amd64 >"$dir/$1.log" 2>&1 &
+start_agents() {  # NAME PORT [N PREFIX KERNEL]
+  "$bin/kmodd-loadgen" --controller "127.0.0.1:$2" --agents "${3:-3}" --name-prefix "${4:-sim-}" \
+    --insecure --kernel "${5:-6.1.0-27-cloud-amd64}" >"$dir/$1.log" 2>&1 &
   pids+=($!)
   eval "${1//-/_}_pid=$!"
 }
-module() {  # NAME
+module() {  # NAME [ROLE]
   k apply -f - >/dev/null <<YAML
 apiVersion: kmm.sigs.x-k8s.io/v1beta1
 kind: Module
 metadata: {name: $1, namespace: kmm-demo}
 spec:
-  selector: {role: worker}
+  selector: {role: ${2:-worker}}
   moduleLoader:
     container:
       modprobe: {moduleName: kmm_ci_a}
@@ -101,16 +126,30 @@ start_controller ctl-a
 start_agents agents-a "$(port_of ctl-a)"
 until_ok 20 grep -q "connected 3" "$dir/agents-a.log" || fail "agents did not connect"
 
-step "a Module selecting sim-0 and sim-1: status, labels, events, finalizer"
+# Every Event of `reason` is KMM's: Normal, its message and module annotation, source kmm.
+kmm_events_are() {  # REASON MESSAGE MODULE COUNT
+  k get events -n default --field-selector "reason=$1" -o json | jq -e --arg m "$2" --arg mod "$3" --argjson n "$4" \
+    '(.items | length) == $n and all(.items[]; .type == "Normal" and .message == $m and
+      .metadata.annotations.module == $mod and .source.component == "kmm" and
+      .reportingComponent == "kmm" and .involvedObject.kind == "Node")'
+}
+
+step "a Module selecting the workers sim-0, sim-1 and the tainted sim-3: status, labels, events, finalizer"
 module kmm-ci-a
-until_ok 20 status_is kmm-ci-a 2/2/2 || fail "status.moduleLoader is $(loader kmm-ci-a), want 2/2/2"
+# KMM counts only the nodes it would schedule on: not sim-3 (untolerated NoExecute taint).
+until_ok 20 status_is kmm-ci-a 2/2/2 || fail "status.moduleLoader is $(loader kmm-ci-a), want 2/2/2 (sim-3 is tainted)"
+[[ $(k get module -n kmm-demo kmm-ci-a -o jsonpath='{.status.nodes[?(@.node=="sim-3")].phase}') == Skipped ]] ||
+  fail "sim-3's row: $(k get module -n kmm-demo kmm-ci-a -o jsonpath='{.status.nodes}')"
 until_ok 10 ready_is kmm-ci-a "sim-0 sim-1" || fail "ready labels on '$(ready_nodes kmm-ci-a)'"
-[[ $(k get node sim-0 -o jsonpath='{.metadata.labels.kmm\.node\.kubernetes\.io/kernel-version\.full}') == 6.1.0-27-cloud-amd64 ]] ||
-  fail "no kernel version label"
-[[ $(k get node sim-2 -o json | jq '[.metadata.labels | keys[] | select(startswith("kmm.node"))] | length') == 0 ]] ||
-  fail "sim-2 has kmm labels"
-until_ok 10 bash -c "kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get events -n default --field-selector reason=ModuleLoaded -o name | wc -l | grep -qx 2" ||
-  fail "ModuleLoaded events: $(k get events -n default -o wide)"
+[[ -z $(k get node sim-0 -o jsonpath='{.metadata.labels.kmm\.node\.kubernetes\.io/kernel-version\.full}') ]] ||
+  fail "a kernel-version.full label (KMM writes none)"
+[[ $(k get nodes sim-2 sim-3 -o json | jq '[.items[].metadata.labels | keys[] | select(startswith("kmm.node"))] | length') == 0 ]] ||
+  fail "sim-2 or sim-3 has kmm labels"
+until_ok 10 kmm_events_are ModuleLoaded "Module kmm-demo/kmm-ci-a loaded into the kernel" kmm-demo/kmm-ci-a 2 ||
+  fail "ModuleLoaded events: $(k get events -n default --field-selector reason=ModuleLoaded -o json)"
+# (Not piped into grep -q: with pipefail, kubectl's SIGPIPE when grep stops early fails it.)
+[[ $(k get events -n default --field-selector reason=ModuleLoaded) == *"Module kmm-demo/kmm-ci-a loaded into the kernel"* ]] ||
+  fail "kubectl get events does not show KMM's message"
 [[ $(k get module -n kmm-demo kmm-ci-a -o jsonpath='{.metadata.finalizers}') == *kmodd.io/unload* ]] || fail "no finalizer"
 [[ $(k get module -n kmm-demo kmm-ci-a -o jsonpath='{.status.conditions[?(@.type=="Available")].status}') == True ]] ||
   fail "Available is not True"
@@ -121,8 +160,8 @@ until_ok 20 bash -c "! kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get module 
 [[ -z $(ready_nodes kmm-ci-a) ]] || fail "ready labels left: $(ready_nodes kmm-ci-a)"
 [[ $(k get nodes -o json | jq '[.items[].metadata.labels | keys[] | select(startswith("kmm.node"))] | length') == 0 ]] ||
   fail "kmm labels left on nodes"
-until_ok 10 bash -c "kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get events -n default --field-selector reason=ModuleUnloaded -o name | wc -l | grep -qx 2" ||
-  fail "ModuleUnloaded events"
+until_ok 10 kmm_events_are ModuleUnloaded "Module kmm-demo/kmm-ci-a unloaded from the kernel" kmm-demo/kmm-ci-a 2 ||
+  fail "ModuleUnloaded events: $(k get events -n default --field-selector reason=ModuleUnloaded -o json)"
 python3 - "$dir/ctl-a.log" <<'PY'
 import json, sys, datetime
 def t(s): return datetime.datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
@@ -139,6 +178,51 @@ print("label removal after the unload report (ms):", lat)
 if len(lat) != 2 or max(lat.values()) >= 1000:
     sys.exit("label removal latency not measured on 2 nodes, or >= 1 s")
 PY
+
+step "a GKE node (kernel 6.1.90+) is labelled ready; a label the API server refuses holds back no other"
+start_agents agents-gke "$(port_of ctl-a)" 1 gke- 6.1.90+
+until_ok 20 grep -q "connected 1" "$dir/agents-gke.log" || fail "the GKE agent did not connect"
+module kmm-ci-g gke
+until_ok 20 ready_is kmm-ci-g gke-0 ||
+  fail "gke-0 (kernel 6.1.90+) is not labelled ready; label writes that failed: $(grep -c '"cannot label a node"' "$dir/ctl-a.log")"
+until_ok 10 status_is kmm-ci-g 1/1/1 || fail "kmm-ci-g status $(loader kmm-ci-g)"
+# A cluster policy refuses kmm-ci-r's ready label with 422 Invalid, as the API server
+# refuses an invalid label: the whole patch that carries it.
+k apply -f - >/dev/null <<YAML
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: kmodd-test-refuse-label}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [UPDATE], resources: [nodes]}]
+  validations:
+    - expression: "!has(object.metadata.labels) || !('kmm.node.kubernetes.io/kmm-demo.kmm-ci-r.ready' in object.metadata.labels)"
+      reason: Invalid
+      message: this cluster refuses the kmm-ci-r ready label
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: kmodd-test-refuse-label}
+spec: {policyName: kmodd-test-refuse-label, validationActions: [Deny]}
+YAML
+until_ok 20 bash -c "! kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' label --dry-run=server node gke-0 kmm.node.kubernetes.io/kmm-demo.kmm-ci-r.ready=" ||
+  fail "the policy does not refuse the label"
+module kmm-ci-r gke
+until_ok 20 grep -q '"node label refused".*kmm-ci-r' "$dir/ctl-a.log" || fail "kmm-ci-r's label was not refused"
+module kmm-ci-h gke
+until_ok 20 ready_is kmm-ci-h gke-0 || fail "kmm-ci-r's refused label holds back kmm-ci-h's"
+ready_is kmm-ci-g gke-0 || fail "kmm-ci-g's label is gone"
+ready_is kmm-ci-r "" || fail "kmm-ci-r's label is there"
+sleep 3  # three writer passes: a refusal is not asked again on each
+[[ $(grep -c '"node label refused"' "$dir/ctl-a.log") == 1 ]] ||
+  fail "the refusal was reported $(grep -c '"node label refused"' "$dir/ctl-a.log") times, want once"
+k get events -n default --field-selector reason=NodeLabelRefused -o json | jq -e \
+  '(.items | length) == 1 and .items[0].count == 1 and .items[0].type == "Warning" and
+   .items[0].involvedObject.name == "gke-0" and .items[0].metadata.annotations.module == "kmm-demo/kmm-ci-r"' >/dev/null ||
+  fail "NodeLabelRefused events: $(k get events -n default --field-selector reason=NodeLabelRefused -o json)"
+k delete validatingadmissionpolicybinding kmodd-test-refuse-label >/dev/null
+k delete validatingadmissionpolicy kmodd-test-refuse-label >/dev/null
 
 step "API server restart and watch expiry: a stopped controller relists and sees what it missed"
 module kmm-ci-b

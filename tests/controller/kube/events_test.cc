@@ -74,6 +74,29 @@ TEST_CASE("An Event that expired is made again; cluster-scoped objects report to
   CHECK(IntAt(events.begin()->second, {"count"}) == 1);
 }
 
+TEST_CASE("An Event carries its annotations, and KMM's source when kmodd writes as kmm") {
+  FakeKubeClient client;
+  FakeClock clock;
+  EventRecorder recorder(client, clock, "kmm", "pod-1");
+  const ObjectReference node{"v1", "Node", "", "n1", "uid-n1"};
+  REQUIRE(recorder
+              .Record(node, kEventNormal, "ModuleLoaded", "Module ns/a loaded into the kernel",
+                      {{"module", "ns/a"}})
+              .ok());
+  const auto events = client.Objects("/api/v1/namespaces/default/events");
+  REQUIRE(events.size() == 1);
+  const Value& e = events.begin()->second;
+  CHECK(StringAt(e, {"metadata", "annotations", "module"}) == "ns/a");
+  CHECK(StringAt(e, {"source", "component"}) == "kmm");
+  CHECK(StringAt(e, {"reportingComponent"}) == "kmm");
+  // The same Event about another Module is another Event, not a count on this one.
+  REQUIRE(recorder
+              .Record(node, kEventNormal, "ModuleLoaded", "Module ns/a loaded into the kernel",
+                      {{"module", "ns/b"}})
+              .ok());
+  CHECK(client.Objects("/api/v1/namespaces/default/events").size() == 2);
+}
+
 TEST_CASE("An Event that cannot be written is an error for the caller to log") {
   FakeKubeClient client;
   FakeClock clock;

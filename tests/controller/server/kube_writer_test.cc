@@ -39,6 +39,7 @@ TEST_CASE("kmodd owns the KMM ready, version-ready and kernel labels, and no oth
   for (const Row& row : std::vector<Row>{
            {"kmm.node.kubernetes.io/ns.a.ready", true},
            {"kmm.node.kubernetes.io/ns.a.version.ready", true},
+           // written by earlier kmodd releases: still removed, never written
            {"kmm.node.kubernetes.io/kernel-version.full", true},
            {"kmm.node.kubernetes.io/version-module.ns.a", false},  // the user's
            {"kmm.node.kubernetes.io/ns.a.device-plugin-ready", false},
@@ -56,12 +57,26 @@ TEST_CASE("a node is labelled ready only for the modules its agent reports Loade
                                {"ns/c", "Loading", "", "", "", 0},
                                {"ns/d", "Failed", "boom", "", "", 0}});
   CHECK(DesiredLabels(r) == Labels{
-                                {"kmm.node.kubernetes.io/kernel-version.full", "6.1.0-27-cloud-amd64"},
                                 {"kmm.node.kubernetes.io/ns.a.ready", ""},
                                 {"kmm.node.kubernetes.io/ns.b.ready", ""},
                                 {"kmm.node.kubernetes.io/ns.b.version.ready", "v2"},
                             });
-  CHECK(DesiredLabels(Record({})).empty());  // no kernel label without a module
+  CHECK(DesiredLabels(Record({})).empty());
+}
+
+TEST_CASE("a GKE node (kernel 6.1.90+) is labelled as any other: no kernel-version.full label") {
+  // "+" is not valid in a label value, and KMM no longer writes this label at all.
+  NodeRecord r = Record({{"ns/a", "Loaded", "", "", "", 0}});
+  r.kernel_release = "6.1.90+";
+  CHECK(DesiredLabels(r) == Labels{{"kmm.node.kubernetes.io/ns.a.ready", ""}});
+  // The label an earlier kmodd wrote goes with the next patch.
+  std::optional<Value> p =
+      LabelPatch({{"kmm.node.kubernetes.io/kernel-version.full", "6.1.0-27-cloud-amd64"},
+                  {"kmm.node.kubernetes.io/ns.a.ready", ""}},
+                 DesiredLabels(r));
+  REQUIRE(p);
+  CHECK(kmodd::ToJsonLine(*p) ==
+        R"({"metadata":{"labels":{"kmm.node.kubernetes.io/kernel-version.full":null}}})");
 }
 
 TEST_CASE("the label patch adds, changes and removes only kmodd's labels") {

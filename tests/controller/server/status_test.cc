@@ -106,6 +106,51 @@ TEST_CASE("status counts matching, desired and available nodes as KMM's moduleLo
   CHECK(a.conditions[1].status == "False");
 }
 
+TEST_CASE("nodesMatchingSelectorNumber counts the selected nodes a Module may run on") {
+  // KMM counts nodes that match the selector and tolerate every NoSchedule and NoExecute
+  // taint. kmodd takes a node out only for an untolerated NoExecute taint (a cordon keeps
+  // the modules), so it counts the nodes that match and have no such taint.
+  struct Row {
+    const char* node;
+    bool worker;
+    std::vector<kmodd::api::Taint> taints;
+    bool unschedulable;
+    int matching;
+  };
+  const kmodd::api::Taint no_execute{"dedicated", "gpu", "NoExecute"};
+  const kmodd::api::Taint tolerated{"example.com/drain", "", "NoExecute"};
+  const kmodd::api::Taint no_schedule{"node.kubernetes.io/unschedulable", "", "NoSchedule"};
+  for (const Row& row : std::vector<Row>{
+           {"plain worker", true, {}, false, 1},
+           {"other role", false, {}, false, 0},
+           {"untolerated NoExecute taint", true, {no_execute}, false, 0},
+           {"tolerated NoExecute taint", true, {tolerated}, false, 1},
+           {"cordoned (NoSchedule taint, unschedulable)", true, {no_schedule}, true, 1},
+       }) {
+    INFO(row.node);
+    kmodd::api::Module m = MakeModule("a");
+    m.spec.tolerations.push_back({"example.com/drain", "Exists", "", "NoExecute", std::nullopt});
+    kmodd::api::Node n = MakeNode("n", row.worker, "6.1.0-27-cloud-amd64");
+    n.taints = row.taints;
+    n.unschedulable = row.unschedulable;
+    auto r = kmodd::plan::PlanOnce({m}, {n});
+    const kmodd::api::Module* planned = nullptr;
+    for (const auto& dm : r.nodes[0].modules) {
+      planned = dm.module;
+    }
+    for (const auto& s : r.nodes[0].skipped) {
+      planned = s.module;
+    }
+    REQUIRE(planned != nullptr);
+    StatusInput in;
+    in.modules = {planned};
+    in.plans = r.nodes;
+    const ControllerStatus s = Aggregate(in);
+    CHECK(s.modules[0].module_loader.nodes_matching_selector_number == row.matching);
+    CHECK(s.modules[0].module_loader.desired_number == row.matching);
+  }
+}
+
 TEST_CASE("status: a disconnected node keeps its last report but is not available") {
   Fleet f;
   f.records = {Record("n1-loaded", false, {Reported("Loaded", "loaded in 12 ms")}),
