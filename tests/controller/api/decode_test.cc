@@ -2,6 +2,8 @@
 
 #include "common/file.h"
 #include "controller/api/decode.h"
+#include "controller/server/kube_writer.h"
+#include "controller/server/status.h"
 
 using kmodd::api::Decoded;
 using kmodd::api::DecodeDocuments;
@@ -332,4 +334,25 @@ TEST_CASE("the planner's NodeModulesConfig output decodes back, as the agent rea
   CHECK(m.config.modprobe.module_name == "xe");
   CHECK(m.config.modprobe.firmware_path == "/firmware");
   CHECK(m.config.modprobe.modules_loading_order->size() == 3);
+}
+
+TEST_CASE("a Module read back with the status kmodd writes decodes without a warning") {
+  kmodd::server::ModuleState state;
+  state.namespace_ = "drivers";
+  state.name = "gpu";
+  state.module_loader = {3, 2, 1};
+  state.conditions = {{"Available", "False", "NodesNotLoaded", "1 of 2 nodes have it loaded"},
+                      {"Degraded", "True", "LoadFailed", "worker-2: insmod: Invalid argument"}};
+  state.nodes = {{"worker-1", "Loaded", "", "sha256:00", 1764556801000, true},
+                 {"worker-2", "Failed", "insmod: Invalid argument", "", 0, true}};
+  // As `kubectl get module -o yaml` shows it: the spec and the status the controller wrote.
+  const std::string text = std::string(kFull).substr(0, std::string(kFull).find("status:")) +
+                           kmodd::ToYaml(kmodd::Value(kmodd::Value::Map{
+                               {"status", kmodd::server::ModuleStatusValue(state)}}));
+  auto d = DecodeDocuments(text, "get.yaml");
+  INFO(text << Messages(d.errors) << Messages(d.warnings));
+  CHECK(d.errors.empty());
+  CHECK(d.warnings.empty());
+  REQUIRE(d.modules.size() == 1);
+  CHECK(d.modules[0].object.status.module_loader.available_number == 1);
 }
