@@ -104,7 +104,9 @@ YamlReader::YamlReader(ReadContext& ctx, const YAML::Node& node, std::string pat
   }
 }
 
-bool YamlReader::IsAbsent(const YAML::Node& n) { return !n.IsDefined() || IsPlainNull(n); }
+bool IsAbsentOrNull(const YAML::Node& n) { return !n.IsDefined() || IsPlainNull(n); }
+
+bool YamlReader::IsAbsent(const YAML::Node& n) { return IsAbsentOrNull(n); }
 
 std::string YamlReader::Join(const char* key) const {
   return path_.empty() ? std::string(key) : absl::StrCat(path_, ".", key);
@@ -265,6 +267,18 @@ void YamlReader::Raw(const char* key, Opaque& out) {
   if (!IsAbsent(n)) {
     out.json = CanonicalJson(n);
   }
+}
+
+void YamlReader::RawList(const char* key, Opaque& out) {
+  YAML::Node n = Take(key);
+  if (IsAbsent(n)) {
+    return;
+  }
+  if (!n.IsSequence()) {
+    ctx_.Error(n, Join(key), absl::StrCat("expected a list, got ", DescribePlain(n)));
+    return;
+  }
+  out.json = CanonicalJson(n);
 }
 
 void YamlReader::Ignore(const char* key) { known_.emplace_back(key); }

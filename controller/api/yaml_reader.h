@@ -49,6 +49,8 @@ class YamlReader {
   void OptionalStringList(const char* key, std::optional<std::vector<std::string>>& out);
   void StringMap(const char* key, std::map<std::string, std::string>& out);
   void Raw(const char* key, Opaque& out);
+  // Raw, for a field that must be a list (what is inside is carried as it is).
+  void RawList(const char* key, Opaque& out);
   // Known keys that kmodd does not read.
   void Ignore(const char* key);
 
@@ -117,6 +119,10 @@ class YamlReader {
   bool ok_ = true;
   std::vector<std::string> known_;
 };
+
+// Whether `n` is absent, or a null as YAML reads it (a key with no value, `~`, `null`):
+// both mean "not set", as to Go's JSON decoding and the API server.
+bool IsAbsentOrNull(const YAML::Node& n);
 
 // Canonical JSON text of a YAML sub-tree (for Opaque).
 std::string CanonicalJson(const YAML::Node& n);
