@@ -211,14 +211,22 @@ void YamlReader::Int32(const char* key, int32_t& out) {
   out = static_cast<int32_t>(*v);
 }
 
-void YamlReader::OptionalStringList(const char* key,
-                                    std::optional<std::vector<std::string>>& out) {
+YAML::Node YamlReader::TakeList(const char* key, const char* what) {
   YAML::Node n = Take(key);
   if (IsAbsent(n)) {
-    return;
+    return YAML::Node(YAML::NodeType::Undefined);
   }
   if (!n.IsSequence()) {
-    ctx_.Error(n, Join(key), absl::StrCat("expected a list of strings, got ", DescribePlain(n)));
+    ctx_.Error(n, Join(key), absl::StrCat("expected ", what, ", got ", DescribePlain(n)));
+    return YAML::Node(YAML::NodeType::Undefined);
+  }
+  return n;
+}
+
+void YamlReader::OptionalStringList(const char* key,
+                                    std::optional<std::vector<std::string>>& out) {
+  const YAML::Node n = TakeList(key, "a list of strings");
+  if (!n.IsDefined()) {
     return;
   }
   std::vector<std::string> items;
@@ -270,15 +278,9 @@ void YamlReader::Raw(const char* key, Opaque& out) {
 }
 
 void YamlReader::RawList(const char* key, Opaque& out) {
-  YAML::Node n = Take(key);
-  if (IsAbsent(n)) {
-    return;
+  if (const YAML::Node n = TakeList(key, "a list"); n.IsDefined()) {
+    out.json = CanonicalJson(n);
   }
-  if (!n.IsSequence()) {
-    ctx_.Error(n, Join(key), absl::StrCat("expected a list, got ", DescribePlain(n)));
-    return;
-  }
-  out.json = CanonicalJson(n);
 }
 
 void YamlReader::Ignore(const char* key) { known_.emplace_back(key); }

@@ -81,12 +81,8 @@ class YamlReader {
 
   template <typename T, typename F>
   void ObjectList(const char* key, std::vector<T>& out, F&& read) {
-    YAML::Node n = Take(key);
-    if (IsAbsent(n)) {
-      return;
-    }
-    if (!n.IsSequence()) {
-      ctx_.Error(n, Join(key), "expected a list");
+    const YAML::Node n = TakeList(key, "a list");
+    if (!n.IsDefined()) {
       return;
     }
     for (size_t i = 0; i < n.size(); ++i) {
@@ -108,6 +104,9 @@ class YamlReader {
 
  private:
   YAML::Node Take(const char* key);
+  // The list at `key`; an undefined node when it is absent, or not a list (then reported as
+  // "expected <what>").
+  YAML::Node TakeList(const char* key, const char* what);
   std::string Join(const char* key) const;
   static bool IsAbsent(const YAML::Node& n);
   bool ScalarString(const YAML::Node& n, const std::string& path, std::string& out);
