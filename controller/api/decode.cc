@@ -3,6 +3,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "controller/api/crd_rules.h"
+#include "controller/api/names.h"
 #include "controller/api/yaml_reader.h"
 
 namespace kmodd::api {
@@ -96,6 +98,11 @@ void ReadLoaderContainer(YamlReader& r, ModuleLoaderContainerSpec& c) {
   r.String("imagePullPolicy", c.image_pull_policy);
   r.ObjectList("kernelMappings", c.kernel_mappings, ReadMapping);
   r.Object("modprobe", c.modprobe, ReadModprobe);
+  // The CRD's default has filled an absent or null dirName: an empty one was written so,
+  // and KMM's worker joins it onto the image's root.
+  if (c.modprobe.dir_name.empty()) {
+    c.modprobe.dir_name = "/";
+  }
   r.Object("registryTLS", c.registry_tls, ReadTls);
   r.String("inTreeModuleToRemove", c.in_tree_module_to_remove);
   r.OptionalStringList("inTreeModulesToRemove", c.in_tree_modules_to_remove);
@@ -164,8 +171,8 @@ void ReadDra(YamlReader& r, DraSpec& d) {
   r.String("driverName", d.driver_name);
   r.ObjectList("deviceClasses", d.device_classes, [](YamlReader& s, DeviceClassSpec& c) {
     s.String("name", c.name);
-    s.Raw("selectors", c.selectors);
-    s.Raw("config", c.config);
+    s.RawList("selectors", c.selectors);
+    s.RawList("config", c.config);
   });
 }
 
@@ -193,6 +200,10 @@ void ReadStatus(YamlReader& r, ModuleStatus& s) {
   r.Object("dra", s.dra, ReadDaemonSetStatus);
   r.Object("moduleLoader", s.module_loader, ReadDaemonSetStatus);
   r.OptionalInt64("imageRebuildTriggerGeneration", s.image_rebuild_trigger_generation);
+  // kmodd's own status (controller/server/kube_writer.cc): written by the controller, read
+  // back by `kubectl get -o yaml | validate`, never used as input.
+  r.Ignore("conditions");
+  r.Ignore("nodes");
 }
 
 void ReadNode(YamlReader& r, Node& n) {
@@ -236,6 +247,22 @@ void ReadNodeModule(YamlReader& r, NodeModuleSpec& m) {
   r.ObjectList("tolerations", m.tolerations, ReadToleration);
   r.String("version", m.version);
   r.Object("config", m.config, ReadModuleConfig);
+}
+
+// The API server's rules for every object's name and namespace.
+void CheckIdentity(const YAML::Node& doc, const ObjectMeta& meta, ReadContext& ctx) {
+  if (meta.name.empty()) {
+    ctx.Error(doc, "metadata.name", "missing; every Module needs a name");
+  } else if (!IsDnsSubdomain(meta.name)) {
+    ctx.Error(doc, "metadata.name",
+              absl::StrCat(Quote(meta.name), " is not a lowercase RFC 1123 subdomain, which the "
+                           "API server requires of every name; use ", kDnsSubdomainRule));
+  }
+  if (!IsDnsLabel(meta.namespace_)) {
+    ctx.Error(doc, "metadata.namespace",
+              absl::StrCat(Quote(meta.namespace_), " is not a lowercase RFC 1123 label, which "
+                           "the API server requires of a namespace; use ", kDnsLabelRule));
+  }
 }
 
 struct TypeMeta {
@@ -300,6 +327,10 @@ void DecodeObject(const YAML::Node& doc, const std::string& path, ReadContext& c
     }
     const size_t errors_before = ctx.errors.size();
     ctx.lines.clear();
+    // The API server defaults, then checks the schema, then calls the webhook: the same
+    // order here, so that a Module breaking the CRD's rules goes no further.
+    YAML::Node defaulted = doc;  // a yaml-cpp handle: the document itself gets the defaults
+    ApplyCrdDefaults(defaulted);
     Module m;
     YamlReader r(ctx, doc, "", /*warn_unknown=*/true);
     r.Ignore("apiVersion");
@@ -309,12 +340,12 @@ void DecodeObject(const YAML::Node& doc, const std::string& path, ReadContext& c
       m.metadata.namespace_ = "default";
     }
     ctx.object = absl::StrCat("Module ", m.metadata.namespace_, "/", m.metadata.name);
-    if (m.metadata.name.empty()) {
-      ctx.Error(doc, "metadata.name", "missing; every Module needs a name");
-    }
+    CheckIdentity(doc, m.metadata, ctx);
+    const size_t schema_errors_from = ctx.errors.size();  // the name's are not the schema's
     r.Object("spec", m.spec, ReadSpec);
     r.Object("status", m.status, ReadStatus);
     r.Finish();
+    CheckCrdRules(doc, schema_errors_from, ctx);
     if (ctx.errors.size() == errors_before) {
       out.modules.push_back(Located<Module>{std::move(m), ctx.source, line, std::move(ctx.lines)});
     }

@@ -7,4 +7,9 @@ const std::string& ModprobeSpec::EffectiveDirName() const {
   return dir_name.empty() ? kDefault : dir_name;
 }
 
+const std::string& ModuleLoaderSpec::EffectiveServiceAccountName() const {
+  static const std::string kDefault = kDefaultServiceAccountName;
+  return service_account_name.empty() ? kDefault : service_account_name;
+}
+
 }  // namespace kmodd::api

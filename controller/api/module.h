@@ -19,6 +19,8 @@ namespace kmodd::api {
 
 inline constexpr char kGroupVersion[] = "kmm.sigs.x-k8s.io/v1beta1";
 inline constexpr char kDefaultDirName[] = "/opt";
+// What KMM writes into a NodeModulesConfig entry for a Module that names no service account.
+inline constexpr char kDefaultServiceAccountName[] = "default";
 
 struct LocalObjectReference {
   std::string name;
@@ -120,6 +122,9 @@ struct ModuleLoaderSpec {
   ModuleLoaderContainerSpec container;
   std::string service_account_name;
   bool operator==(const ModuleLoaderSpec&) const = default;
+
+  // serviceAccountName with KMM's default applied, as its NodeModulesConfig carries it.
+  const std::string& EffectiveServiceAccountName() const;
 };
 
 struct EnvVar {

@@ -41,9 +41,17 @@ bool IsDnsSubdomain(std::string_view s) {
   return s.size() <= kMaxDnsSubdomain && RE2::FullMatch(s, re);
 }
 
+bool IsDnsLabel(std::string_view s) {
+  static const RE2& re = *new RE2("[a-z0-9]([-a-z0-9]*[a-z0-9])?");
+  return s.size() <= kMaxLabelName && RE2::FullMatch(s, re);
+}
+
 const char kDnsSubdomainRule[] =
     "a DNS subdomain (lowercase letters, digits, '-' and '.', starting and ending with a letter "
     "or digit, at most 253 characters, e.g. gpu.example.com)";
+const char kDnsLabelRule[] =
+    "at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit "
+    "(e.g. kmm-demo)";
 const char kLabelNameRule[] =
     "at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit";
 

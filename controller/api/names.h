@@ -11,6 +11,7 @@
 namespace kmodd::api {
 
 extern const char kDnsSubdomainRule[];
+extern const char kDnsLabelRule[];
 extern const char kLabelNameRule[];
 
 std::string Quote(std::string_view s);
@@ -19,6 +20,7 @@ std::vector<std::string_view> Split(std::string_view s, char sep);
 // Kubernetes' own patterns (k8s.io/apimachinery/pkg/util/validation).
 bool IsLabelName(std::string_view s);
 bool IsDnsSubdomain(std::string_view s);
+bool IsDnsLabel(std::string_view s);
 std::string QualifiedNameProblem(std::string_view key);
 
 // Go's path.Clean, the form KMM compares host paths in.

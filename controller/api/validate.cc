@@ -193,8 +193,10 @@ void CheckInTreeRemovals(const std::string& single,
   }
 }
 
-// KMM compares against the raw dirName, so with dirName unset it takes any absolute path;
-// the worker looks under the effective dirName, so that is the one files must be under.
+// As KMM's webhook: every file under dirName + "/", with the CRD's default (/opt) applied
+// to an unset dirName before the webhook sees it, and an explicit "" (the image's root,
+// decoded as "/") taking any absolute path. Unlike KMM, paths are cleaned first, so that
+// "/opt/../etc/x.ko" does not pass for a file under /opt.
 void CheckSign(const std::optional<Sign>& sign, const ModprobeSpec& modprobe,
                const std::string& base, Errors& errors) {
   if (!sign.has_value()) {

@@ -104,7 +104,9 @@ YamlReader::YamlReader(ReadContext& ctx, const YAML::Node& node, std::string pat
   }
 }
 
-bool YamlReader::IsAbsent(const YAML::Node& n) { return !n.IsDefined() || IsPlainNull(n); }
+bool IsAbsentOrNull(const YAML::Node& n) { return !n.IsDefined() || IsPlainNull(n); }
+
+bool YamlReader::IsAbsent(const YAML::Node& n) { return IsAbsentOrNull(n); }
 
 std::string YamlReader::Join(const char* key) const {
   return path_.empty() ? std::string(key) : absl::StrCat(path_, ".", key);
@@ -209,14 +211,22 @@ void YamlReader::Int32(const char* key, int32_t& out) {
   out = static_cast<int32_t>(*v);
 }
 
-void YamlReader::OptionalStringList(const char* key,
-                                    std::optional<std::vector<std::string>>& out) {
+YAML::Node YamlReader::TakeList(const char* key, const char* what) {
   YAML::Node n = Take(key);
   if (IsAbsent(n)) {
-    return;
+    return YAML::Node(YAML::NodeType::Undefined);
   }
   if (!n.IsSequence()) {
-    ctx_.Error(n, Join(key), absl::StrCat("expected a list of strings, got ", DescribePlain(n)));
+    ctx_.Error(n, Join(key), absl::StrCat("expected ", what, ", got ", DescribePlain(n)));
+    return YAML::Node(YAML::NodeType::Undefined);
+  }
+  return n;
+}
+
+void YamlReader::OptionalStringList(const char* key,
+                                    std::optional<std::vector<std::string>>& out) {
+  const YAML::Node n = TakeList(key, "a list of strings");
+  if (!n.IsDefined()) {
     return;
   }
   std::vector<std::string> items;
@@ -263,6 +273,12 @@ void YamlReader::StringMap(const char* key, std::map<std::string, std::string>& 
 void YamlReader::Raw(const char* key, Opaque& out) {
   YAML::Node n = Take(key);
   if (!IsAbsent(n)) {
+    out.json = CanonicalJson(n);
+  }
+}
+
+void YamlReader::RawList(const char* key, Opaque& out) {
+  if (const YAML::Node n = TakeList(key, "a list"); n.IsDefined()) {
     out.json = CanonicalJson(n);
   }
 }

@@ -49,6 +49,8 @@ class YamlReader {
   void OptionalStringList(const char* key, std::optional<std::vector<std::string>>& out);
   void StringMap(const char* key, std::map<std::string, std::string>& out);
   void Raw(const char* key, Opaque& out);
+  // Raw, for a field that must be a list (what is inside is carried as it is).
+  void RawList(const char* key, Opaque& out);
   // Known keys that kmodd does not read.
   void Ignore(const char* key);
 
@@ -79,12 +81,8 @@ class YamlReader {
 
   template <typename T, typename F>
   void ObjectList(const char* key, std::vector<T>& out, F&& read) {
-    YAML::Node n = Take(key);
-    if (IsAbsent(n)) {
-      return;
-    }
-    if (!n.IsSequence()) {
-      ctx_.Error(n, Join(key), "expected a list");
+    const YAML::Node n = TakeList(key, "a list");
+    if (!n.IsDefined()) {
       return;
     }
     for (size_t i = 0; i < n.size(); ++i) {
@@ -106,6 +104,9 @@ class YamlReader {
 
  private:
   YAML::Node Take(const char* key);
+  // The list at `key`; an undefined node when it is absent, or not a list (then reported as
+  // "expected <what>").
+  YAML::Node TakeList(const char* key, const char* what);
   std::string Join(const char* key) const;
   static bool IsAbsent(const YAML::Node& n);
   bool ScalarString(const YAML::Node& n, const std::string& path, std::string& out);
@@ -117,6 +118,10 @@ class YamlReader {
   bool ok_ = true;
   std::vector<std::string> known_;
 };
+
+// Whether `n` is absent, or a null as YAML reads it (a key with no value, `~`, `null`):
+// both mean "not set", as to Go's JSON decoding and the API server.
+bool IsAbsentOrNull(const YAML::Node& n);
 
 // Canonical JSON text of a YAML sub-tree (for Opaque).
 std::string CanonicalJson(const YAML::Node& n);

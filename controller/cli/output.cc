@@ -81,7 +81,7 @@ Value ModuleEntryValue(const plan::DesiredModule& dm) {
   if (m.spec.image_repo_secret) {
     v.Set("imageRepoSecret", Value::Map{{"name", m.spec.image_repo_secret->name}});
   }
-  v.Set("serviceAccountName", m.spec.module_loader->service_account_name);
+  v.Set("serviceAccountName", m.spec.module_loader->EffectiveServiceAccountName());
   if (!m.spec.tolerations.empty()) {
     Value& tl = v.Set("tolerations", Value::EmptyList());
     for (const auto& t : m.spec.tolerations) {

@@ -31,7 +31,7 @@ v1::NodeDesired DesiredFromPlan(const plan::NodePlan& p, const std::string& vers
     s.namespace_ = m.metadata.namespace_;
     s.image_repo_secret = m.spec.image_repo_secret;
     if (m.spec.module_loader) {
-      s.service_account_name = m.spec.module_loader->service_account_name;
+      s.service_account_name = m.spec.module_loader->EffectiveServiceAccountName();
     }
     s.tolerations = m.spec.tolerations;
     s.version = c.version;

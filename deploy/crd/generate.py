@@ -1,15 +1,19 @@
 #!/usr/bin/python3
 """Writes kmm.sigs.x-k8s.io_modules.yaml (here and in the Helm chart's crds/): the Module
-CRD, from the types kmodd decodes.
+CRD, from the types kmodd decodes and the rules in controller/api/crd_rules.yaml.
 
 The schema mirrors controller/api/module.h field for field (KMM's v1beta1 names), so that
 the API server keeps every field kmodd reads. It is structural: every node has a type,
 except the Kubernetes sub-objects that kmodd carries without interpreting (env valueFrom,
-container resources, volume sources other than hostPath, DRA selectors and config), which
-keep whatever they hold (x-kubernetes-preserve-unknown-fields). Semantic rules (a mapping
-sets exactly one of regexp and literal, images carry a tag, ...) are the admission
-webhook's job, as in KMM: the schema checks shapes only, so it never refuses what the
-decoder accepts.
+container resources, volume sources other than hostPath, DRA selector and config contents),
+which keep whatever they hold (x-kubernetes-preserve-unknown-fields).
+
+The rules KMM's CRD makes the API server enforce (required fields, minItems, maxItems,
+patterns, defaults, the CEL rule that keeps dra and devicePlugin apart) come from
+controller/api/crd_rules.yaml, the file kmodd's decoder applies too: this script places
+each rule at its path and fails on a path the schema does not have. Semantic rules (a
+mapping sets exactly one of regexp and literal, images carry a tag, ...) are the admission
+webhook's job, as in KMM.
 
 usage: deploy/crd/generate.py [--check]   (--check: exit 1 if the committed file differs)
 Needs PyYAML (Debian's python3-yaml).
@@ -81,7 +85,10 @@ def anything(desc):
 
 
 def local_ref(desc):
-    return obj({"name": string("Name of the object in the Module's namespace.")}, desc)
+    # Atomic, as Kubernetes' LocalObjectReference: a server-side apply replaces it whole.
+    s = obj({"name": string("Name of the object in the Module's namespace.")}, desc)
+    s["x-kubernetes-map-type"] = "atomic"
+    return s
 
 
 def tls(desc):
@@ -93,7 +100,7 @@ def tls(desc):
 
 def build():
     return obj({
-        "buildArgs": array(obj({"name": string(), "value": string()}, required=["name", "value"]),
+        "buildArgs": array(obj({"name": string(), "value": string()}),
                            "Build arguments."),
         "dockerfileConfigMap": local_ref("ConfigMap holding the Dockerfile."),
         "baseImageRegistryTLS": tls("TLS options for the base image's registry."),
@@ -138,7 +145,7 @@ def modprobe():
     return obj({
         "moduleName": string("The kernel module to load."),
         "parameters": strings("Module parameters, name=value."),
-        "dirName": string("Root of the driver tree in the image (default /opt)."),
+        "dirName": string("Root of the driver tree in the image (default /opt; \"\" is the image's root)."),
         "args": modprobe_args("Extra modprobe arguments."),
         "rawArgs": modprobe_args("A full modprobe command line, only without moduleName."),
         "firmwarePath": string("Firmware directory in the image."),
@@ -171,7 +178,7 @@ def common_container():
             "name": string(),
             "value": string(),
             "valueFrom": opaque_object("A Kubernetes EnvVarSource, kept as is."),
-        }, required=["name"])),
+        })),
         "resources": opaque_object("Kubernetes ResourceRequirements, kept as is."),
         "volumeMounts": array(obj({
             "name": string(),
@@ -181,16 +188,15 @@ def common_container():
             "subPath": string(),
             "subPathExpr": string(),
             "mountPropagation": string(),
-        }, required=["name", "mountPath"])),
+        })),
     }, "A container of the DaemonSet kmodd passes through.")
 
 
 def volumes():
     return array(obj({
         "name": string(),
-        "hostPath": obj({"path": string(), "type": string()}, required=["path"]),
-    }, "A Kubernetes Volume; sources other than hostPath are kept as is.",
-        required=["name"], preserve=True))
+        "hostPath": obj({"path": string(), "type": string()}),
+    }, "A Kubernetes Volume; sources other than hostPath are kept as is.", preserve=True))
 
 
 def workload(extra=None):
@@ -233,10 +239,17 @@ def schema():
         "dra": obj(workload({
             "driverName": string("A DNS subdomain."),
             "deviceClasses": array(obj({
-                "name": string(),
-                "selectors": anything("Kubernetes DeviceSelectors, kept as is."),
-                "config": anything("Device configuration, kept as is."),
-            }, required=["name"])),
+                "name": string("The DeviceClass's name."),
+                "selectors": array(obj({
+                    "cel": obj({"expression": string("A CEL expression over the device.")}),
+                }), "Kubernetes DeviceSelectors."),
+                "config": array(obj({
+                    "opaque": obj({
+                        "driver": string("The driver the configuration is for."),
+                        "parameters": opaque_object("The driver's parameters, kept as is."),
+                    }),
+                }), "Device configuration for the DRA driver."),
+            })),
         }), "A DRA driver DaemonSet (decoded and validated)."),
     }, "What to load where (KMM v1beta1 ModuleSpec).")
 
@@ -284,6 +297,57 @@ def schema():
     }, "A kernel module to load on the nodes that match, KMM's Module.")
 
 
+RULES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "controller", "api",
+                     "crd_rules.yaml")
+KINDS = ("required", "minItems", "maxItems", "pattern", "default", "exclusive")
+
+
+def expand(path):
+    """'a{,.b}.c' -> ['a.c', 'a.b.c'], as controller/api/crd_rules.cc expands it."""
+    open_ = path.find("{")
+    if open_ < 0:
+        return [path]
+    close = path.index("}", open_)
+    return [p for alt in path[open_ + 1:close].split(",")
+            for p in expand(path[:open_] + alt + path[close + 1:])]
+
+
+def node_at(root, segments, path):
+    node = root
+    for seg in segments:
+        key, items = (seg[:-2], True) if seg.endswith("[]") else (seg, False)
+        props = node.get("properties", {})
+        if key not in props:
+            sys.exit(f"{RULES}: {path}: the schema has no field {key!r} there")
+        node = props[key]
+        if items:
+            if "items" not in node:
+                sys.exit(f"{RULES}: {path}: {key} is not a list")
+            node = node["items"]
+    return node
+
+
+def apply_rules(root):
+    """Places every rule of crd_rules.yaml in the schema `root` (the Module object)."""
+    with open(RULES) as f:
+        rules = yaml.safe_load(f)["rules"]
+    for rule in rules:
+        (kind,) = [k for k in KINDS if k in rule]
+        for path in expand(rule["path"]):
+            segments = path.split(".")
+            parent = node_at(root, segments[:-1], path)
+            node = node_at(root, segments, path)
+            field = segments[-1]
+            if kind == "required":
+                parent["required"] = sorted(set(parent.get("required", [])) | {field})
+            elif kind == "exclusive":
+                a, b = rule["exclusive"]
+                node.setdefault("x-kubernetes-validations", []).append(
+                    {"rule": f"!(has(self.{a}) && has(self.{b}))", "message": rule["message"]})
+            else:
+                node[kind] = rule[kind]
+
+
 def crd():
     columns = [
         ("Module", ".spec.moduleLoader.container.modprobe.moduleName", "string", 0),
@@ -294,6 +358,8 @@ def crd():
         ("Degraded", '.status.conditions[?(@.type=="Degraded")].status', "string", 0),
         ("Age", ".metadata.creationTimestamp", "date", 0),
     ]
+    root = schema()
+    apply_rules(root)
     printer = []
     for name, path, typ, prio in columns:
         c = {"name": name, "type": typ, "jsonPath": path}
@@ -317,7 +383,7 @@ def crd():
                 "storage": True,
                 "subresources": {"status": {}},
                 "additionalPrinterColumns": printer,
-                "schema": {"openAPIV3Schema": schema()},
+                "schema": {"openAPIV3Schema": root},
             }],
         },
     }
@@ -325,8 +391,9 @@ def crd():
 
 HEADER = """\
 # The Module CRD (kmm.sigs.x-k8s.io/v1beta1), as kmodd reads it.
-# Generated by deploy/crd/generate.py from the types in controller/api/module.h: edit that
-# script, not this file (the deploy test checks that they agree).
+# Generated by deploy/crd/generate.py from the types in controller/api/module.h and the
+# rules in controller/api/crd_rules.yaml: edit those, not this file (the deploy test and
+# tests/controller/api/crd_rules_test.cc check that they agree).
 """
 
 

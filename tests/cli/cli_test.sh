@@ -37,11 +37,12 @@ case "$case_name" in
     ;;
   invalid-reports-paths)
     expect_rc 1 "$bin" validate -f "$root/tests/cli/data/invalid.yaml"
-    expect_in "$tmp/err" "invalid.yaml:10: Module ops/broken: spec.moduleLoader.container.kernelMappings[0].regexp:"
+    expect_in "$tmp/err" "invalid.yaml:11: Module ops/broken: spec.moduleLoader.container.kernelMappings[0].regexp:"
     expect_in "$tmp/err" "Module ops/broken: spec.moduleLoader.container.kernelMappings[1].containerImage"
     expect_in "$tmp/err" "Module ops/typed: spec.moduleLoader.container.modprobe.firmwarePath: expected a string, got a number"
     expect_in "$tmp/err" "Module ops/typed: spec.moduleLoader.container.kernelMappings[0].regexp: expected a string, got a list"
-    expect_in "$tmp/err" "warning: $root/tests/cli/data/invalid.yaml:24: Module ops/typed: spec.moduleLoader.container.kernalMappings: unknown field"
+    expect_in "$tmp/err" "Module ops/typed: spec.selector: missing; set the node labels"
+    expect_in "$tmp/err" "warning: $root/tests/cli/data/invalid.yaml:26: Module ops/typed: spec.moduleLoader.container.kernalMappings: unknown field"
     ;;
   invalid-plan-exits-1)
     expect_rc 1 "$bin" plan --modules "$root/tests/cli/data/invalid.yaml" --nodes "$root/examples/nodes.yaml"

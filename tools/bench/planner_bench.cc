@@ -48,9 +48,11 @@ kmodd::api::Module MakeModule(int i, const std::string& tag) {
       "        - literal: " + Kernel(i % 20) + "\n"
       "          containerImage: reg.example/pinned-" + std::to_string(i) + ":" + tag + "\n"
       "        - regexp: '^6\\.1\\.0-2[0-4]-cloud-amd64$'\n"
+      "          containerImage: ''\n"  // the container's image
       "        - regexp: '^5\\.14\\.0-427\\.1[0-4]\\..*\\.el9.*\\.x86_64$'\n"
       "          containerImage: reg.example/el9-" + std::to_string(i) + ":${KERNEL_XYZ}-" + tag + "\n"
-      "        - regexp: '^.+$'\n";
+      "        - regexp: '^.+$'\n"
+      "          containerImage: ''\n";
   auto m = kmodd::api::DecodeModule(yaml);
   if (!m.ok()) {
     std::fprintf(stderr, "bench module does not decode: %s\n", std::string(m.status().message()).c_str());

@@ -2,6 +2,8 @@
 
 #include "common/file.h"
 #include "controller/api/decode.h"
+#include "controller/server/kube_writer.h"
+#include "controller/server/status.h"
 
 using kmodd::api::Decoded;
 using kmodd::api::DecodeDocuments;
@@ -52,6 +54,7 @@ spec:
         modulesLoadingOrder: [gpu, gpu_helper]
       kernelMappings:
         - regexp: '^6\.'
+          containerImage: ""
           registryTLS: {insecureSkipTLSVerify: true}
           inTreeModuleToRemove: old_gpu
         - literal: 5.14.0
@@ -69,13 +72,25 @@ spec:
     volumes:
       - {name: dev, hostPath: {path: /dev, type: Directory}}
       - {name: cfg, configMap: {name: plugin-config}}
-  dra:
-    driverName: gpu.example.com
-    container: {image: reg/dra:1}
-    deviceClasses: [{name: gpu.example.com, selectors: [{cel: {expression: "true"}}]}]
 status:
   moduleLoader: {nodesMatchingSelectorNumber: 3, desiredNumber: 2, availableNumber: 1}
   devicePlugin: {desiredNumber: 2}
+)";
+
+// The DRA driver, which may not share a Module with a device plugin.
+const char kDra[] = R"(
+apiVersion: kmm.sigs.x-k8s.io/v1beta1
+kind: Module
+metadata: {name: gpu-dra, namespace: drivers}
+spec:
+  selector: {gpu: "true"}
+  dra:
+    driverName: gpu.example.com
+    container: {image: reg/dra:1}
+    deviceClasses:
+      - name: gpu.example.com
+        selectors: [{cel: {expression: "true"}}]
+        config: [{opaque: {driver: gpu.example.com, parameters: {sharing: time-sliced}}}]
 )";
 
 std::string Messages(const std::vector<kmodd::api::Diagnostic>& ds) {
@@ -137,17 +152,25 @@ TEST_CASE("decoder reads every spec and status field of a KMM v1beta1 Module") {
   CHECK(dp.volumes[1].other_sources.json == R"({"configMap":{
   "name": "plugin-config"
 }})");
-  CHECK(m.spec.dra->driver_name == "gpu.example.com");
-  CHECK(m.spec.dra->device_classes[0].selectors.Present());
   CHECK(m.status.module_loader.nodes_matching_selector_number == 3);
   CHECK(m.status.module_loader.available_number == 1);
   CHECK(m.status.device_plugin.desired_number == 2);
+
+  auto dra = DecodeDocuments(kDra, "dra.yaml");
+  INFO(Messages(dra.errors) << Messages(dra.warnings));
+  REQUIRE(dra.modules.size() == 1);
+  CHECK(dra.warnings.empty());
+  const auto& driver = *dra.modules[0].object.spec.dra;
+  CHECK(driver.driver_name == "gpu.example.com");
+  CHECK(driver.device_classes[0].selectors.json.find("\"expression\": \"true\"") !=
+        std::string::npos);
+  CHECK(driver.device_classes[0].config.json.find("time-sliced") != std::string::npos);
 }
 
 TEST_CASE("decoder reads JSON as well as YAML") {
   auto m = DecodeModule(R"({"apiVersion": "kmm.sigs.x-k8s.io/v1beta1", "kind": "Module",
     "metadata": {"name": "j"},
-    "spec": {"moduleLoader": {"container": {"modprobe": {"moduleName": "j"},
+    "spec": {"selector": {}, "moduleLoader": {"container": {"modprobe": {"moduleName": "j"},
       "kernelMappings": [{"literal": "6.1.0", "containerImage": "r/j:1"}]}}}})");
   REQUIRE(m.ok());
   // No namespace in the document means "default", as kubectl does.
@@ -224,10 +247,16 @@ TEST_CASE("a type error names the field path and what was expected") {
                                          "metadata: {name: t, namespace: ns}\nspec:\n  ") +
                                  r.spec + "\n",
                              "t.yaml");
-    REQUIRE(d.errors.size() == 1);
-    CHECK(d.errors[0].path == r.path);
-    CHECK(d.errors[0].object == "Module ns/t");
-    CHECK(d.errors[0].message.find(r.message) != std::string::npos);
+    // The rows leave out required fields too: those errors come with the type error.
+    std::vector<kmodd::api::Diagnostic> at_path;
+    for (const auto& e : d.errors) {
+      if (e.path == r.path) {
+        at_path.push_back(e);
+      }
+    }
+    REQUIRE(at_path.size() == 1);
+    CHECK(at_path[0].object == "Module ns/t");
+    CHECK(at_path[0].message.find(r.message) != std::string::npos);
     CHECK(d.modules.empty());
   }
 }
@@ -237,16 +266,19 @@ TEST_CASE("an unknown field is a warning naming its path, and the Module still d
 kind: Module
 metadata: {name: t}
 spec:
+  selector: {}
   moduleLoader:
     container:
       modprobe: {moduleName: t, firmwarepath: /fw}
+      kernelMappings: [{regexp: x, containerImage: r/x:1}]
   nodeSelector: {a: b}
 )", "w.yaml");
+  INFO(Messages(d.errors));
   REQUIRE(d.errors.empty());
   REQUIRE(d.modules.size() == 1);
   REQUIRE(d.warnings.size() == 2);
   CHECK(d.warnings[0].path == "spec.moduleLoader.container.modprobe.firmwarepath");
-  CHECK(d.warnings[0].line == 7);
+  CHECK(d.warnings[0].line == 8);
   CHECK(d.warnings[1].path == "spec.nodeSelector");
 }
 
@@ -255,14 +287,18 @@ TEST_CASE("null and empty values read as absent, as Go's JSON decoding treats th
 kind: Module
 metadata: {name: t}
 spec:
-  selector:
+  selector: {}
+  tolerations:
   imageRepoSecret: null
   moduleLoader:
     container:
       inTreeModulesToRemove: ~
       modprobe: {moduleName: t, dirName: }
+      kernelMappings: [{regexp: x, containerImage: r/x:1}]
 )");
+  INFO(m.status());
   REQUIRE(m.ok());
+  CHECK(m->spec.tolerations.empty());
   CHECK_FALSE(m->spec.image_repo_secret.has_value());
   CHECK_FALSE(m->spec.module_loader->container.in_tree_modules_to_remove.has_value());
   CHECK(m->spec.module_loader->container.modprobe.EffectiveDirName() == "/opt");
@@ -332,4 +368,73 @@ TEST_CASE("the planner's NodeModulesConfig output decodes back, as the agent rea
   CHECK(m.config.modprobe.module_name == "xe");
   CHECK(m.config.modprobe.firmware_path == "/firmware");
   CHECK(m.config.modprobe.modules_loading_order->size() == 3);
+}
+
+TEST_CASE("a Module read back with the status kmodd writes decodes without a warning") {
+  kmodd::server::ModuleState state;
+  state.namespace_ = "drivers";
+  state.name = "gpu";
+  state.module_loader = {3, 2, 1};
+  state.conditions = {{"Available", "False", "NodesNotLoaded", "1 of 2 nodes have it loaded"},
+                      {"Degraded", "True", "LoadFailed", "worker-2: insmod: Invalid argument"}};
+  state.nodes = {{"worker-1", "Loaded", "", "sha256:00", 1764556801000, true},
+                 {"worker-2", "Failed", "insmod: Invalid argument", "", 0, true}};
+  // As `kubectl get module -o yaml` shows it: the spec and the status the controller wrote.
+  const std::string text = std::string(kFull).substr(0, std::string(kFull).find("status:")) +
+                           kmodd::ToYaml(kmodd::Value(kmodd::Value::Map{
+                               {"status", kmodd::server::ModuleStatusValue(state)}}));
+  auto d = DecodeDocuments(text, "get.yaml");
+  INFO(text << Messages(d.errors) << Messages(d.warnings));
+  CHECK(d.errors.empty());
+  CHECK(d.warnings.empty());
+  REQUIRE(d.modules.size() == 1);
+  CHECK(d.modules[0].object.status.module_loader.available_number == 1);
+}
+
+TEST_CASE("dirName defaults to /opt as the CRD's default does; an explicit empty one is the image root") {
+  auto with = [](const std::string& modprobe) {
+    return "apiVersion: kmm.sigs.x-k8s.io/v1beta1\nkind: Module\nmetadata: {name: t}\n"
+           "spec:\n  selector: {}\n  moduleLoader:\n    container:\n      modprobe: " +
+           modprobe + "\n      kernelMappings: [{regexp: x, containerImage: r/x:1}]\n";
+  };
+  struct Row {
+    const char* modprobe;
+    const char* dir_name;
+  };
+  for (const Row& row : {Row{"{moduleName: t}", "/opt"}, Row{"{moduleName: t, dirName: ~}", "/opt"},
+                         Row{"{moduleName: t, dirName: /drivers}", "/drivers"},
+                         // KMM's worker joins an empty dirName onto the image's root.
+                         Row{"{moduleName: t, dirName: ''}", "/"}}) {
+    DYNAMIC_SECTION(row.modprobe) {
+      auto m = DecodeModule(with(row.modprobe));
+      REQUIRE(m.status().ToString() == "OK");
+      CHECK(m->spec.module_loader->container.modprobe.dir_name == row.dir_name);
+    }
+  }
+}
+
+TEST_CASE("a name or namespace the API server would refuse is an error naming it") {
+  struct Row {
+    const char* meta;
+    const char* path;
+  };
+  for (const Row& row : {Row{"{name: GPU}", "metadata.name"}, Row{"{name: gpu_1}", "metadata.name"},
+                         Row{"{name: -gpu}", "metadata.name"},
+                         Row{"{name: gpu, namespace: Drivers}", "metadata.namespace"},
+                         Row{"{name: gpu, namespace: a.b}", "metadata.namespace"},
+                         Row{"{name: gpu.example-1, namespace: kmm-demo}", ""}}) {
+    DYNAMIC_SECTION(row.meta) {
+      auto d = DecodeDocuments(std::string("apiVersion: kmm.sigs.x-k8s.io/v1beta1\nkind: Module\n"
+                                           "metadata: ") + row.meta + "\nspec: {selector: {}}\n",
+                               "m.yaml");
+      INFO(Messages(d.errors));
+      if (*row.path == '\0') {
+        CHECK(d.errors.empty());
+      } else {
+        REQUIRE(d.errors.size() == 1);
+        CHECK(d.errors[0].path == row.path);
+        CHECK_THAT(d.errors[0].message, Catch::Contains("lowercase"));
+      }
+    }
+  }
 }

@@ -82,7 +82,7 @@ class Loader {
     return *this;
   }
   operator std::string() const {  // NOLINT(google-explicit-constructor): see above
-    return "spec:\n  moduleLoader:\n    container: {modprobe: {" + modprobe_ +
+    return "spec:\n  selector: {}\n  moduleLoader:\n    container: {modprobe: {" + modprobe_ +
            "}, kernelMappings: " + mappings_ + extra_ + "}\n";
   }
 
@@ -115,7 +115,9 @@ TEST_CASE("validation limits name plus namespace to the 41 characters of a node-
 }
 
 TEST_CASE("validation checks tolerations as the Kubernetes API does") {
-  auto tol = [](const std::string& t) { return "spec:\n  tolerations:\n  - " + t + "\n"; };
+  auto tol = [](const std::string& t) {
+    return "spec:\n  selector: {}\n  tolerations:\n  - " + t + "\n";
+  };
   CheckRows({
       {"key, Equal, value and effect",
        tol("{key: example.com/gpu, operator: Equal, value: 'true', effect: NoSchedule}"), "", ""},
@@ -147,17 +149,21 @@ TEST_CASE("validation checks tolerations as the Kubernetes API does") {
 }
 
 TEST_CASE("validation checks the DRA driver and device class names") {
-  auto dra = [](const std::string& fields) { return "spec:\n  dra: {" + fields + "}\n"; };
+  // A driver or class name that is absent, or a class name that the CRD's pattern refuses,
+  // stops at decoding (tests/controller/api/data/crd_cases.yaml).
+  auto dra = [](const std::string& fields) {
+    return "spec:\n  selector: {}\n  dra: {container: {image: 'r/dra:1'}, " + fields + "}\n";
+  };
   CheckRows({
       {"driver and two classes",
        dra("driverName: gpu.example.com, deviceClasses: [{name: a.example.com}, {name: b}]"), "",
        ""},
-      {"no driver name", dra("deviceClasses: [{name: a}]"), "spec.dra.driverName", "missing"},
+      {"an empty driver name", dra("driverName: '', deviceClasses: [{name: a}]"),
+       "spec.dra.driverName", "missing"},
       {"driver name with capitals", dra("driverName: GPU_Driver"), "spec.dra.driverName",
        "is not valid; use a DNS subdomain (lowercase"},
-      {"class without a name", dra("driverName: d, deviceClasses: [{}]"),
-       "spec.dra.deviceClasses[0].name", "missing"},
-      {"class name with an underscore", dra("driverName: d, deviceClasses: [{name: a_b}]"),
+      {"class name longer than 253", dra("driverName: d, deviceClasses: [{name: " +
+                                         std::string(254, 'a') + "}]"),
        "spec.dra.deviceClasses[0].name", "use a DNS subdomain"},
       {"duplicate class", dra("driverName: d, deviceClasses: [{name: a}, {name: a}]"),
        "spec.dra.deviceClasses[1].name", "duplicates deviceClasses[0].name"},
@@ -166,11 +172,14 @@ TEST_CASE("validation checks the DRA driver and device class names") {
 
 TEST_CASE("validation lets plugins mount host paths under /dev, /sys, /var, /opt and /run only") {
   auto dra = [](const std::string& path) {
-    return "spec:\n  dra: {driverName: d, volumes: [{name: v, hostPath: {path: '" + path +
-           "'}}]}\n";
+    return "spec:\n  selector: {}\n  dra: {driverName: d, container: {image: 'r/dra:1'}, "
+           "volumes: [{name: v, hostPath: {path: '" +
+           path + "'}}]}\n";
   };
   auto dp = [](const std::string& path) {
-    return "spec:\n  devicePlugin: {volumes: [{name: v, hostPath: {path: '" + path + "'}}]}\n";
+    return "spec:\n  selector: {}\n  devicePlugin: {container: {image: 'r/dp:1'}, volumes: "
+           "[{name: v, hostPath: {path: '" +
+           path + "'}}]}\n";
   };
   CheckRows({
       {"/dev/dri", dp("/dev/dri"), "", ""},
@@ -210,7 +219,8 @@ TEST_CASE("validation checks that each kernel mapping selects kernels and an ima
   CheckRows({
       {"a literal", Loader().Mappings("[{literal: 6.1.0, containerImage: 'r/x:1'}]"), "", ""},
       {"the container's image",
-       Loader().Mappings("[{literal: 6.1.0}]").With("containerImage: 'r/x:1'"), "", ""},
+       Loader().Mappings("[{literal: 6.1.0, containerImage: ''}]").With("containerImage: 'r/x:1'"),
+       "", ""},
       {"regexp and literal",
        Loader().Mappings("[{regexp: '^6', literal: 6.1.0, containerImage: 'r/x:1'}]"), base + "[0]",
        "sets both regexp and literal; set exactly one"},
@@ -220,7 +230,8 @@ TEST_CASE("validation checks that each kernel mapping selects kernels and an ima
        Loader().Mappings("[{literal: a, containerImage: 'r/x:1'}, {literal: b, containerImage: "
                          "'r/x:1'}, {regexp: '^6.(1', containerImage: 'r/x:1'}]"),
        base + "[2].regexp", "is not a valid regular expression: missing )"},
-      {"no image anywhere", Loader().Mappings("[{literal: 6.1.0}]"), base + "[0].containerImage",
+      {"no image anywhere", Loader().Mappings("[{literal: 6.1.0, containerImage: ''}]"),
+       base + "[0].containerImage",
        "set kernelMappings[0].containerImage or spec.moduleLoader.container.containerImage"},
   });
 }
@@ -262,7 +273,7 @@ TEST_CASE("validation requires either moduleName or both raw modprobe argument l
        modprobe + ".rawArgs.load", "must be empty when moduleName is set"},
       {"moduleName and raw unload", Loader().Modprobe("moduleName: m, rawArgs: {unload: [a]}"),
        modprobe + ".rawArgs.unload", "must be empty when moduleName is set"},
-      {"neither", Loader().Modprobe("rawArgs: {load: []}"), modprobe + ".moduleName",
+      {"neither", Loader().Modprobe("rawArgs: {}"), modprobe + ".moduleName",
        "missing; set moduleName, or both rawArgs.load and rawArgs.unload"},
       {"raw load alone", Loader().Modprobe("rawArgs: {load: [a]}"), modprobe + ".rawArgs.unload",
        "required when rawArgs.load is set"},
@@ -296,8 +307,12 @@ TEST_CASE("validation requires files to sign under the effective dirName") {
       {"under a dirName",
        Loader().Modprobe("moduleName: m, dirName: /usr/local").With(files("[/usr/local/m.ko]")), "",
        ""},
-      {"no files", Loader().With("sign: {keySecret: {name: k}}"), sign,
+      {"no files", Loader().With("sign: {keySecret: {name: k}, certSecret: {name: c}}"), sign,
        "required when sign is set"},
+      // As KMM: an explicit empty dirName is the image's root, under which every absolute
+      // path is (an unset one is /opt, the CRD's default).
+      {"anywhere, with an explicit empty dirName",
+       Loader().Modprobe("moduleName: m, dirName: ''").With(files("[/lib/modules/m.ko]")), "", ""},
       {"outside the default /opt", Loader().With(files("[/opt/a.ko, /lib/modules/m.ko]")),
        sign + "[1]", "\"/lib/modules/m.ko\" is not under dirName \"/opt\"; list files under /opt/"},
       {"escaping /opt", Loader().With(files("[/opt/../etc/m.ko]")), sign + "[0]",
@@ -363,19 +378,22 @@ TEST_CASE("validation accepts only Kubernetes image pull policies") {
       {"Always", Loader().With("imagePullPolicy: Always"), "", ""},
       {"lowercase", Loader().With("imagePullPolicy: always"),
        "spec.moduleLoader.container.imagePullPolicy", "use Always, IfNotPresent or Never"},
-      {"in the device plugin", "spec: {devicePlugin: {container: {imagePullPolicy: Sometimes}}}\n",
+      {"in the device plugin",
+       "spec: {selector: {}, devicePlugin: {container: {image: 'r/dp:1', imagePullPolicy: "
+       "Sometimes}}}\n",
        "spec.devicePlugin.container.imagePullPolicy", "\"Sometimes\" is not a pull policy"},
   });
 }
 
 TEST_CASE("validation reports every error in field order") {
   const Module m = Decode(std::string(kHeader) + R"(spec:
-  devicePlugin: {volumes: [{name: v, hostPath: {path: /etc}}]}
+  selector: {}
+  devicePlugin: {container: {image: 'r/dp:1'}, volumes: [{name: v, hostPath: {path: /etc}}]}
   moduleLoader:
     container:
       containerImage: reg/x
       kernelMappings:
-        - {regexp: '(', literal: '6.1'}
+        - {regexp: '(', literal: '6.1', containerImage: ''}
         - {literal: '6.2', containerImage: 'r/x:1'}
       modprobe: {moduleName: a.ko, dirName: /opt/}
   tolerations: [{operator: Equal}]
@@ -424,7 +442,7 @@ TEST_CASE("update validation also applies every rule to the new Module") {
 }
 
 TEST_CASE("update validation ignores the version when either Module loads no modules") {
-  const Module without_loader = Decode(kHeader + std::string("spec: {}\n"));
+  const Module without_loader = Decode(kHeader + std::string("spec: {selector: {}}\n"));
   const Module with_version = Decode(kHeader + std::string(Loader().With("version: v1")));
   CHECK(ValidateModuleUpdate(without_loader, with_version).empty());
   CHECK(ValidateModuleUpdate(with_version, without_loader).empty());

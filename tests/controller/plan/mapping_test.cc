@@ -20,6 +20,7 @@ const char kMappings[] = R"(      containerImage: reg/fallback:$KERNEL_FULL_VERS
           registryTLS: {insecureSkipTLSVerify: true}
           inTreeModulesToRemove: []
         - regexp: 'el9'
+          containerImage: ""
         - regexp: '^5\.'
           inTreeModuleToRemove: legacy_drv
           containerImage: reg/five:$MOD_NAMESPACE-$MOD_NAME

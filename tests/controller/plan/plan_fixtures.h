@@ -34,12 +34,14 @@ inline api::Node MakeNode(std::string name, std::string kernel,
 }
 
 // A Module with one moduleName and the given mappings block (YAML, indented 6 spaces).
+// Without a selector in `spec_extra` it selects every node (selector: {}).
 inline std::string LoaderModule(const std::string& name, const std::string& container_extra,
                                 const std::string& spec_extra = "") {
+  const bool selects = spec_extra.find("selector:") != std::string::npos;
   return "apiVersion: kmm.sigs.x-k8s.io/v1beta1\n"
          "kind: Module\n"
          "metadata: {name: " + name + ", namespace: ns}\n"
-         "spec:\n" + spec_extra +
+         "spec:\n" + (selects ? "" : "  selector: {}\n") + spec_extra +
          "  moduleLoader:\n"
          "    container:\n"
          "      modprobe: {moduleName: drv}\n" + container_extra;

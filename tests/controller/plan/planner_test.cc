@@ -94,6 +94,7 @@ apiVersion: kmm.sigs.x-k8s.io/v1beta1
 kind: Module
 metadata: {name: dp, namespace: ns}
 spec:
+  selector: {}
   devicePlugin:
     container: {image: reg/plugin:1}
 )"));

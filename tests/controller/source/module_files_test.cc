@@ -2,9 +2,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "tests/controller/api/crd_cases.h"
 
 using kmodd::source::ModuleChanges;
 using kmodd::source::ModuleFiles;
@@ -115,4 +117,20 @@ TEST_CASE("module files: Node documents are ignored with a warning") {
   CHECK(f.Errors().empty());
   REQUIRE(f.Warnings().size() == 1);
   CHECK(f.Warnings()[0].object == "Node n1");
+}
+
+TEST_CASE("module files: refuse what the Module CRD refuses, naming the same field paths") {
+  for (const kmodd::testing::CrdCase& c : kmodd::testing::LoadCrdCases()) {
+    DYNAMIC_SECTION(c.name << ": " << c.description) {
+      ModuleFiles f;
+      const ModuleChanges changes = f.Update("/d/" + c.name + ".yaml", c.text);
+      std::set<std::string> paths;
+      for (const auto& e : f.Errors()) {
+        UNSCOPED_INFO(e.ToString());
+        paths.insert(e.path);
+      }
+      CHECK(paths == c.refused_at);
+      CHECK(changes.set.size() == (c.refused_at.empty() ? 1 : 0));
+    }
+  }
 }

@@ -3,9 +3,11 @@
 #include <string>
 
 #include "absl/strings/str_replace.h"
+#include "controller/api/yaml_reader.h"
 #include "controller/kube/json.h"
 #include "controller/webhook/https_server.h"
 #include "controller/webhook/webhook.h"
+#include "tests/controller/api/crd_cases.h"
 
 namespace kmodd::webhook {
 namespace {
@@ -165,6 +167,22 @@ TEST_CASE("webhook routes only POST /validate-module") {
                                     Review("CREATE", ModuleJson(kGood)));
   CHECK(r.status == 200);
   CHECK(r.content_type == "application/json");
+}
+
+TEST_CASE("webhook refuses what the Module CRD refuses, naming the same field paths") {
+  for (const testing::CrdCase& c : testing::LoadCrdCases()) {
+    DYNAMIC_SECTION(c.name << ": " << c.description) {
+      const std::string object = api::CanonicalJson(c.doc);
+      const Value v = Respond(Review("CREATE", object));
+      const std::string message = Message(v);
+      INFO(message);
+      CHECK(Allowed(v) == c.refused_at.empty());
+      for (const std::string& path : c.refused_at) {
+        CHECK((message.starts_with(path + ": ") ||
+               message.find("; " + path + ": ") != std::string::npos));
+      }
+    }
+  }
 }
 
 }  // namespace
