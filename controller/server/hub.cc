@@ -321,6 +321,16 @@ void Hub::SetPullSecret(const std::string& key, std::optional<std::string> docke
   ChangedLocked();
 }
 
+void Hub::SetPullSecretState(const std::string& key, PullSecretState state) {
+  std::lock_guard lock(mu_);
+  if (auto it = pull_secret_states_.find(key);
+      it != pull_secret_states_.end() && it->second == state) {
+    return;
+  }
+  pull_secret_states_[key] = std::move(state);
+  ChangedLocked();
+}
+
 void Hub::SetActive(bool active) {
   std::lock_guard lock(mu_);
   if (active_ == active) {
@@ -363,6 +373,9 @@ ControllerStatus Hub::Status() {
   in.run_id = options_.run_id;
   in.now_unix_ms = now_ms_();
   in.errors = errors_;
+  in.pull_secrets = pull_secret_states_;
+  in.serving = serving_;
+  in.active = active_;
   for (const auto& [key, m] : modules_) {
     in.modules.push_back(&m);
   }

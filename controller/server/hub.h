@@ -84,6 +84,9 @@ class Hub {
   // Kubernetes mode: the .dockerconfigjson of a pull secret ("<namespace>/<name>"), or
   // nullopt when it cannot be read. Nodes whose plan names it are pushed again.
   void SetPullSecret(const std::string& key, std::optional<std::string> docker_config);
+  // Kubernetes mode: what the last look-up of that Secret found, for the status of the
+  // Modules that name it (a transient failure leaves the last state).
+  void SetPullSecretState(const std::string& key, PullSecretState state);
   // Leader election: an inactive hub refuses hellos (UNAVAILABLE, so that agents reconnect
   // and reach the leader) and, on becoming inactive, ends every stream. Active by default.
   void SetActive(bool active);
@@ -129,6 +132,7 @@ class Hub {
   bool serving_ = false;  // the source has been read once without errors
   bool active_ = true;
   std::map<std::string, std::string> pull_secrets_;  // "<namespace>/<name>" -> dockerconfigjson
+  std::map<std::string, PullSecretState> pull_secret_states_;  // idem
   plan::Planner planner_;
   std::map<std::string, api::Module> modules_;  // in force, by key (for the status)
   std::vector<api::Diagnostic> errors_;
