@@ -10,9 +10,13 @@
 //   - Node Events ModuleLoaded / ModuleUnloaded when a .ready label is added / removed,
 //     after every label, status and finalizer write of the pass: no one waits on them.
 //   - Module status (KMM's moduleLoader counters, conditions, kmodd's per-node rows),
-//     merge-patched on the status subresource only when it changed.
-//   - The finalizer kmodd.io/unload on every Module; on deletion, removed once no connected
-//     agent reports the Module any more (disconnected nodes do not hold it up).
+//     merge-patched on the status subresource only when it changed; rejected Modules
+//     included (Accepted=False names the fields). A Warning Event on the Module for each
+//     new Accepted=False or PullSecretResolved=False (reasons Rejected, PullSecretNotFound,
+//     PullSecretWrongType, PullSecretForbidden).
+//   - The finalizer kmodd.io/unload on every Module in the plan (a Module rejected before it
+//     was ever accepted gets none); on deletion, removed once no connected agent reports
+//     the Module any more (disconnected nodes do not hold it up).
 // Only while `is_leader` says so; on becoming leader everything is checked again.
 
 #include <chrono>
@@ -90,6 +94,9 @@ class KubeWriter {
   // Patches the labels; returns the Events those changes owe.
   std::vector<PendingEvent> SyncLabels(const ControllerStatus& st);
   void SyncStatus(const ControllerStatus& st);
+  // Warning Events for the Module's Accepted=False and PullSecretResolved=False conditions
+  // not yet reported.
+  void WarnOnModule(const ModuleState& m, const std::string& uid);
   void SyncFinalizers(const ControllerStatus& st);
   void Event(const PendingEvent& e);
 
@@ -106,6 +113,7 @@ class KubeWriter {
   std::map<std::string, Labels> applied_;
   std::chrono::steady_clock::time_point applied_since_;
   std::map<std::string, std::string> statuses_;  // Module key -> status last written (JSON)
+  std::map<std::string, std::set<std::string>> warned_;  // Module key -> problems evented
   std::mutex mu_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;

@@ -83,12 +83,12 @@ TEST_CASE("the label patch adds, changes and removes only kmodd's labels") {
   CHECK_FALSE(LabelPatch(after, desired));
 }
 
-TEST_CASE("the finalizer is added to every Module and removed once no connected agent reports it") {
-  ModuleMeta fresh{"ns", "a", "u1", "5", {}, false};
-  ModuleMeta held{"ns", "a", "u1", "6", {"other.io/x", "kmodd.io/unload"}, false};
+TEST_CASE("the finalizer is added to every planned Module and removed once no connected agent reports it") {
+  ModuleMeta fresh{"ns", "a", "u1", "5", {}, false, true};
+  ModuleMeta held{"ns", "a", "u1", "6", {"other.io/x", "kmodd.io/unload"}, false, true};
   ModuleMeta deleting = held;
   deleting.deleting = true;
-  ModuleMeta released{"ns", "a", "u1", "8", {"other.io/x"}, true};
+  ModuleMeta released{"ns", "a", "u1", "8", {"other.io/x"}, true, false};
   CHECK(NextFinalizerAction(fresh, false) == FinalizerAction::kAdd);
   CHECK(NextFinalizerAction(held, true) == FinalizerAction::kNone);
   CHECK(NextFinalizerAction(deleting, true) == FinalizerAction::kNone);
@@ -101,12 +101,26 @@ TEST_CASE("the finalizer is added to every Module and removed once no connected 
         R"({"metadata":{"finalizers":["other.io/x"],"resourceVersion":"6"}})");
 }
 
+TEST_CASE("a Module rejected before it was ever accepted is not held by the finalizer") {
+  ModuleMeta rejected{"ns", "bad", "u1", "5", {}, false, false};
+  CHECK(NextFinalizerAction(rejected, false) == FinalizerAction::kNone);
+  // Accepted once, rejected since: its last accepted version runs, so it keeps the finalizer
+  // and is unloaded on delete like any Module.
+  ModuleMeta was_valid{"ns", "a", "u1", "6", {"kmodd.io/unload"}, false, true};
+  CHECK(NextFinalizerAction(was_valid, true) == FinalizerAction::kNone);
+  // Held from an earlier run, never accepted by this one: released on delete once no agent
+  // reports it.
+  ModuleMeta old{"ns", "a", "u1", "7", {"kmodd.io/unload"}, true, false};
+  CHECK(NextFinalizerAction(old, false) == FinalizerAction::kRemove);
+  CHECK(NextFinalizerAction(old, true) == FinalizerAction::kNone);
+}
+
 TEST_CASE("a finalizer patch computed from a stale Module is refused, not applied over a newer list") {
   kmodd::kube::FakeKubeClient api;
   const std::string coll = kmodd::kube::ResourcePath("kmm.sigs.x-k8s.io/v1beta1", "modules", "ns");
   auto created = api.Create(coll, Value(Value::Map{{"metadata", Value(Value::Map{{"name", "a"}})}}));
   REQUIRE(created.ok());
-  ModuleMeta m{"ns", "a", "", kmodd::kube::StringAt(*created, {"metadata", "resourceVersion"}), {}, false};
+  ModuleMeta m{"ns", "a", "", kmodd::kube::StringAt(*created, {"metadata", "resourceVersion"}), {}, false, true};
   const std::string path = coll + "/a";
   REQUIRE(api.MergePatch(path, FinalizerPatch(m, FinalizerAction::kAdd)).ok());
   // m is now stale: the same patch again is a conflict.
