@@ -79,18 +79,20 @@ start_agents() {  # NAME PORT
   pids+=($!)
   eval "${1//-/_}_pid=$!"
 }
-module() {  # NAME
+module() {  # NAME [REGEXP [SPEC_LINE]]: a Module for the workers
+  local regexp=${2:-'^.+$'}
   k apply -f - >/dev/null <<YAML
 apiVersion: kmm.sigs.x-k8s.io/v1beta1
 kind: Module
 metadata: {name: $1, namespace: kmm-demo}
 spec:
   selector: {role: worker}
+  ${3:-}
   moduleLoader:
     container:
       modprobe: {moduleName: kmm_ci_a}
       kernelMappings:
-        - {regexp: '^.+$', containerImage: '127.0.0.1:5000/kmm-ci-a:\$KERNEL_FULL_VERSION'}
+        - {regexp: '$regexp', containerImage: '127.0.0.1:5000/kmm-ci-a:\$KERNEL_FULL_VERSION'}
 YAML
 }
 loader() { k get module -n kmm-demo "$1" -o jsonpath='{.status.moduleLoader.nodesMatchingSelectorNumber}/{.status.moduleLoader.desiredNumber}/{.status.moduleLoader.availableNumber}'; }
@@ -154,18 +156,7 @@ if len(lat) != 2 or max(lat.values()) >= 1000:
 PY
 
 step "an invalid Module (no webhook): rejected in its status, naming the field; no finalizer"
-k apply -f - >/dev/null <<'YAML'
-apiVersion: kmm.sigs.x-k8s.io/v1beta1
-kind: Module
-metadata: {name: kmm-ci-bad, namespace: kmm-demo}
-spec:
-  selector: {role: worker}
-  moduleLoader:
-    container:
-      modprobe: {moduleName: kmm_ci_a}
-      kernelMappings:
-        - {regexp: '^6\.1\.([', containerImage: '127.0.0.1:5000/kmm-ci-a:1'}
-YAML
+module kmm-ci-bad '^6\.1\.(['
 until_ok 20 cond_is kmm-ci-bad Accepted False ||
   fail "no Accepted=False condition: $(k get module -n kmm-demo kmm-ci-bad -o jsonpath='{.status}')"
 msg=$(cond kmm-ci-bad Accepted message)
@@ -184,19 +175,7 @@ until_ok 10 bash -c "kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get events -n
 [[ $(module_warning kmm-ci-bad Rejected) == "$msg" ]] || fail "the Event says '$(module_warning kmm-ci-bad Rejected)', not the condition's message"
 
 step "a Module whose pull Secret is missing says so until the Secret is created"
-k apply -f - >/dev/null <<'YAML'
-apiVersion: kmm.sigs.x-k8s.io/v1beta1
-kind: Module
-metadata: {name: kmm-ci-s, namespace: kmm-demo}
-spec:
-  selector: {role: worker}
-  imageRepoSecret: {name: kmm-ci-pull}
-  moduleLoader:
-    container:
-      modprobe: {moduleName: kmm_ci_a}
-      kernelMappings:
-        - {regexp: '^.+$', containerImage: '127.0.0.1:5000/kmm-ci-a:1'}
-YAML
+module kmm-ci-s '' 'imageRepoSecret: {name: kmm-ci-pull}'
 until_ok 20 status_is kmm-ci-s 2/2/2 || fail "status.moduleLoader is $(loader kmm-ci-s), want 2/2/2"
 until_ok 10 cond_is kmm-ci-s PullSecretResolved False ||
   fail "no PullSecretResolved=False condition: $(k get module -n kmm-demo kmm-ci-s -o jsonpath='{.status.conditions}')"
