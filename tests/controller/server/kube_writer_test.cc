@@ -2,7 +2,16 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstdio>
+#include <functional>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "controller/kube/clock.h"
+#include "controller/kube/events.h"
+#include "controller/server/hub.h"
+#include "controller/source/kube_source.h"
 
 #include "controller/kube/fake_client.h"
 #include "controller/kube/json.h"
@@ -129,4 +138,100 @@ TEST_CASE("a finalizer patch computed from a stale Module is refused, not applie
   REQUIRE(now.ok());
   CHECK(kmodd::ToJsonLine(*kmodd::kube::Lookup(*now, {"metadata", "finalizers"})) ==
         R"(["kmodd.io/unload"])");
+}
+
+namespace {
+
+// Polls `done` every 10 ms for at most 10 s.
+bool Eventually(const std::function<bool()>& done) {
+  for (int i = 0; i < 1000; ++i) {
+    if (done()) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return done();
+}
+
+std::string ConditionOf(const Value& module, const std::string& type, const char* field) {
+  const Value* list = kmodd::kube::Lookup(module, {"status", "conditions"});
+  if (list == nullptr || !list->IsList()) {
+    return "";
+  }
+  for (const Value& c : list->AsList()) {
+    if (kmodd::kube::StringAt(c, {"type"}) == type) {
+      return kmodd::kube::StringAt(c, {field});
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("Kubernetes mode: a Module rejected at start is in its status, unheld, and holds back every push") {
+  std::FILE* devnull = std::fopen("/dev/null", "w");
+  kmodd::Logger log(devnull);
+  kmodd::kube::FakeKubeClient api;
+  const std::string modules = kmodd::kube::ResourcePath("kmm.sigs.x-k8s.io/v1beta1", "modules", "ns");
+  auto module = [](const char* regexp) {
+    auto m = kmodd::kube::ParseJson(absl::StrCat(
+        R"({"metadata":{"name":"bad"},"spec":{"selector":{"role":"worker"},"moduleLoader":{"container":{)",
+        R"("modprobe":{"moduleName":"m"},"kernelMappings":[{"regexp":")", regexp,
+        R"(","containerImage":"r/m:1"}]}}}})"));
+    REQUIRE(m.ok());
+    return *m;
+  };
+  REQUIRE(api.Create(modules, module("^6\\\\.1\\\\.([")).ok());
+  kmodd::server::HubOptions options{"run", std::chrono::minutes(10)};
+  options.nodes_from_api = true;
+  kmodd::server::Hub hub(options, [] { return int64_t{1'700'000'000'000}; }, log);
+  kmodd::source::KubeSource source(api, hub, log);
+  kmodd::kube::FakeClock clock;
+  kmodd::kube::EventRecorder events(api, clock, "kmodd-controller", "test");
+  kmodd::server::KubeWriter writer(api, hub, source, events, [] { return true; }, log);
+  source.Start();
+  REQUIRE(Eventually([&] { return source.Synced(); }));
+
+  // Nothing is sent while it is rejected: it may be what the nodes run.
+  CHECK_FALSE(hub.Status().serving);
+  writer.SyncOnce();
+  // The status write changed the object: once the source has seen that, a second pass
+  // works from the current resourceVersion, where a finalizer patch could not conflict.
+  REQUIRE(Eventually([&] {
+    auto now = api.Get(modules + "/bad");
+    auto metas = source.Modules();
+    return now.ok() && metas.size() == 1 &&
+           metas[0].resource_version ==
+               kmodd::kube::StringAt(*now, {"metadata", "resourceVersion"});
+  }));
+  writer.SyncOnce();
+  for (const std::string& call : api.calls()) {
+    CHECK(call != "PATCH " + modules + "/bad");  // no finalizer write was even tried
+  }
+  auto bad = api.Get(modules + "/bad");
+  REQUIRE(bad.ok());
+  CHECK(ConditionOf(*bad, "Accepted", "status") == "False");
+  CHECK(ConditionOf(*bad, "Accepted", "message")
+            .find("spec.moduleLoader.container.kernelMappings[0].regexp: ") == 0);
+  CHECK(kmodd::kube::Lookup(*bad, {"metadata", "finalizers"}) == nullptr);
+  const auto warnings = api.Objects(kmodd::kube::ResourcePath("v1", "events", "ns"));
+  REQUIRE(warnings.size() == 1);
+  CHECK(kmodd::kube::StringAt(warnings.begin()->second, {"reason"}) == "Rejected");
+  CHECK(kmodd::kube::StringAt(warnings.begin()->second, {"type"}) == "Warning");
+
+  // Fixed: accepted, planned, sent, and from now on held by the finalizer.
+  REQUIRE(api.MergePatch(modules + "/bad", module("^6\\\\.1\\\\.")).ok());
+  REQUIRE(Eventually([&] { return hub.Status().serving; }));
+  // A finalizer patch made from a resourceVersion the status write just replaced is
+  // refused (409) and made again at the next pass, as in the controller's loop.
+  REQUIRE(Eventually([&] {
+    writer.SyncOnce();
+    bad = api.Get(modules + "/bad");
+    return bad.ok() && kmodd::kube::Lookup(*bad, {"metadata", "finalizers"}) != nullptr;
+  }));
+  CHECK(ConditionOf(*bad, "Accepted", "status") == "True");
+  CHECK(kmodd::ToJsonLine(*kmodd::kube::Lookup(*bad, {"metadata", "finalizers"})) ==
+        R"(["kmodd.io/unload"])");
+  source.Stop();
+  std::fclose(devnull);
 }
