@@ -373,7 +373,7 @@ void KubeWriter::WarnOnModule(const ModuleState& m, const std::string& uid) {
     if (warned_[key].count(reason + "\n" + c.message) != 0) {
       continue;
     }
-    kube::ObjectReference ref{"kmm.sigs.x-k8s.io/v1beta1", "Module", m.namespace_, m.name, uid};
+    kube::ObjectReference ref{kModulesGroupVersion, "Module", m.namespace_, m.name, uid};
     if (absl::Status s = events_.Record(ref, kube::kEventWarning, reason, c.message); !s.ok()) {
       log_.Warn("cannot record a Module event", {{"module", key}, {"error", s.ToString()}});
       now.erase(reason + "\n" + c.message);  // tried again at the next status write
