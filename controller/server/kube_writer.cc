@@ -146,8 +146,7 @@ Value ModuleStatusValue(const ModuleState& m) {
 }
 
 FinalizerAction NextFinalizerAction(const source::ModuleMeta& m, bool still_reported) {
-  const bool has = std::find(m.finalizers.begin(), m.finalizers.end(), kFinalizer) !=
-                   m.finalizers.end();
+  const bool has = m.HasUnloadFinalizer();
   if (!m.deleting) {
     // A Module never accepted has reached no node: nothing to unload, so nothing may hold
     // its deletion. One rejected after it was accepted keeps its finalizer (its last

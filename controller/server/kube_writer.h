@@ -41,7 +41,7 @@
 
 namespace kmodd::server {
 
-inline constexpr char kFinalizer[] = "kmodd.io/unload";
+inline constexpr const char* kFinalizer = source::kUnloadFinalizer;
 inline constexpr char kKernelVersionLabel[] = "kmm.node.kubernetes.io/kernel-version.full";
 
 using Labels = std::map<std::string, std::string>;

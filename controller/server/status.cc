@@ -102,7 +102,14 @@ std::string ModuleKeyOf(const api::Diagnostic& d) {
   return absl::StartsWith(d.object, kModule) ? d.object.substr(sizeof(kModule) - 1) : "";
 }
 
-Condition AcceptedCondition(const std::vector<const api::Diagnostic*>& errors, bool in_force) {
+// What the nodes follow while a Module is rejected.
+enum class Rejected {
+  kInForce,  // its last accepted spec
+  kHeld,     // accepted by an earlier run, spec unknown: the nodes that run it wait
+  kNone,     // never accepted: nothing
+};
+
+Condition AcceptedCondition(const std::vector<const api::Diagnostic*>& errors, Rejected what) {
   if (errors.empty()) {
     return {"Accepted", "True", "Valid", "the spec passed validation"};
   }
@@ -112,9 +119,20 @@ Condition AcceptedCondition(const std::vector<const api::Diagnostic*>& errors, b
                     d->message);
   }
   // Which spec the nodes follow is what the owner needs to know next.
-  absl::StrAppend(&problems, in_force
-                                 ? "; the last accepted spec stays in force until this is fixed"
-                                 : "; not planned on any node until this is fixed");
+  switch (what) {
+    case Rejected::kInForce:
+      absl::StrAppend(&problems, "; the last accepted spec stays in force until this is fixed");
+      break;
+    case Rejected::kHeld:
+      absl::StrAppend(&problems,
+                      "; an earlier controller run accepted it and its spec is not known: the "
+                      "nodes that run it are sent nothing (they keep what they run) until this "
+                      "is fixed or the Module is deleted");
+      break;
+    case Rejected::kNone:
+      absl::StrAppend(&problems, "; not planned on any node until this is fixed");
+      break;
+  }
   return {"Accepted", "False", "Invalid", problems};
 }
 
@@ -208,7 +226,7 @@ ControllerStatus Aggregate(const StatusInput& in) {
     auto r = rejected.find(m->Key());
     st.conditions.push_back(
         AcceptedCondition(r != rejected.end() ? r->second : std::vector<const api::Diagnostic*>{},
-                          true));
+                          Rejected::kInForce));
     if (std::optional<Condition> c = PullSecretCondition(*m, in.pull_secrets)) {
       st.conditions.push_back(*std::move(c));
     }
@@ -222,7 +240,8 @@ ControllerStatus Aggregate(const StatusInput& in) {
     }
     ModuleState st{key.substr(0, slash), key.substr(slash + 1), {}, {}, {}};
     st.conditions = Conditions(st);
-    st.conditions.push_back(AcceptedCondition(errors, false));
+    st.conditions.push_back(
+        AcceptedCondition(errors, in.held.count(key) != 0 ? Rejected::kHeld : Rejected::kNone));
     out.modules.push_back(std::move(st));
   }
   std::sort(out.modules.begin(), out.modules.end(), [](const ModuleState& a, const ModuleState& b) {

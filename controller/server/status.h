@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -74,6 +75,7 @@ struct StatusInput {
   // Rejected manifests. Those naming a Module (object "Module <namespace>/<name>") make its
   // Accepted condition False.
   std::vector<api::Diagnostic> errors;
+  std::set<std::string> held;  // rejected Modules that hold the nodes that run them
   std::map<std::string, PullSecretState> pull_secrets;  // by "<namespace>/<name>"
   bool serving = true;  // desired state is sent (the Modules were once read without errors)
   bool active = true;   // this replica serves agents (the leader, in Kubernetes mode)

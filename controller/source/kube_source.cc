@@ -302,7 +302,10 @@ void KubeSource::Absorb(const Value& object, ModuleChanges& changes) {
     }
     if (changed) {
       log_.Error(planned ? "Module rejected; its last accepted version stays in force"
-                         : "Module rejected; it is not planned on any node until fixed",
+                 : meta.HasUnloadFinalizer()
+                     ? "Module rejected; an earlier run accepted it, so the nodes that run it "
+                       "are sent nothing until it is fixed or deleted"
+                     : "Module rejected; it is not planned on any node until fixed",
                  {{"error", first}});
     }
     return;
@@ -351,6 +354,17 @@ bool KubeSource::SetRejectedLocked(const std::string& key, std::vector<api::Diag
   return true;
 }
 
+std::set<std::string> KubeSource::HeldLocked() const {
+  std::set<std::string> held;
+  for (const auto& [key, errors] : rejected_) {
+    auto meta = metas_.find(key);
+    if (planned_rv_.count(key) == 0 && meta != metas_.end() && meta->second.HasUnloadFinalizer()) {
+      held.insert(key);
+    }
+  }
+  return held;
+}
+
 void KubeSource::Apply(ModuleChanges changes) {
   std::set<std::string> secrets;
   {
@@ -371,6 +385,10 @@ void KubeSource::Apply(ModuleChanges changes) {
     for (const auto& [key, errors] : rejected_) {
       u.errors.insert(u.errors.end(), errors.begin(), errors.end());
     }
+    // Every rejected Module is named: the errors hold back only what `held` says.
+    u.errors_hold_all = false;
+    u.held = HeldLocked();
+    held_sent_ = u.held;
     rejected_changed_ = false;
   }
   u.changes.push_back(std::move(changes));
@@ -465,7 +483,8 @@ void KubeSource::OnModuleEvent(kube::EventType type, const Value& object) {
   bool rejected_changed = false;
   {
     std::lock_guard lock(mu_);
-    rejected_changed = rejected_changed_;
+    // Its finalizer may have been removed by hand: that releases the nodes it held.
+    rejected_changed = rejected_changed_ || HeldLocked() != held_sent_;
   }
   if (!changes.empty() || rejected_changed) {
     Apply(std::move(changes));

@@ -13,12 +13,15 @@
 //
 // A Module that fails validation (created while no webhook ran, or written before a rule
 // was added) keeps its last accepted version in force, if it had one; its problems go to
-// the Hub as the source's errors, so they reach its status (Accepted=False), and until the
-// Modules have once been read without errors nothing is sent (see Hub): a controller that
-// restarts must not unload what a now-rejected Module runs. What a pull Secret look-up
+// the Hub as the source's errors, so they reach its status (Accepted=False). They hold
+// nothing else back, with one exception: after a restart this run does not know the spec
+// an earlier run accepted, so a rejected Module with kmodd's finalizer (it was planned) is
+// held (SourceUpdate::held): the nodes that run it are sent nothing until it is fixed or
+// deleted, since their desired state would unload it. What a pull Secret look-up
 // found goes to the Hub too; a Secret that cannot be read is looked up again every
 // kMissingSecretRecheck, so that its Modules' status clears soon after it is created.
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -41,6 +44,10 @@
 namespace kmodd::source {
 
 // What the writer needs to know about one Module object besides its plan.
+// kmodd's finalizer: it goes on every Module in the plan (see KubeWriter), so a Module
+// that carries it may run on nodes even when this run never accepted it.
+inline constexpr char kUnloadFinalizer[] = "kmodd.io/unload";
+
 struct ModuleMeta {
   std::string ns;
   std::string name;
@@ -50,6 +57,9 @@ struct ModuleMeta {
   bool deleting = false;  // deletionTimestamp set
   bool planned = false;   // a version of it is in the plan (set by KubeSource::Modules)
   std::string Key() const { return ns + "/" + name; }
+  bool HasUnloadFinalizer() const {
+    return std::find(finalizers.begin(), finalizers.end(), kUnloadFinalizer) != finalizers.end();
+  }
 };
 
 struct NodeMeta {
@@ -112,6 +122,8 @@ class KubeSource {
   void RefreshSecret(const std::string& key);
   // Records the problems of a Module (none: accepted); true when they changed.
   bool SetRejectedLocked(const std::string& key, std::vector<api::Diagnostic> errors);
+  // The rejected Modules this run never planned that carry kmodd's finalizer.
+  std::set<std::string> HeldLocked() const;
 
   kube::KubeClient& client_;
   server::Hub& hub_;
@@ -129,6 +141,7 @@ class KubeSource {
   std::map<std::string, std::string> secret_of_;     // Module key -> "<ns>/<secret>"
   std::map<std::string, std::vector<api::Diagnostic>> rejected_;  // Module key -> problems
   bool rejected_changed_ = false;  // since the Hub was last told
+  std::set<std::string> held_sent_;  // the last SourceUpdate::held
   struct SecretCheck {
     std::chrono::steady_clock::time_point next;  // when to look it up again
     std::optional<server::PullSecretState> state;  // the last one reported (logged once)
