@@ -3,7 +3,8 @@
 # simulated agents (kmodd-loadgen) for three kubelet-less Node objects: Module status,
 # the KMM node labels and Events, the finalizer on delete (and how long after the agents'
 # unload report the labels go), `kmodd-controller status` on the status file, an invalid
-# Module (no webhook here) rejected in its status and never held by the finalizer, a
+# Module (no webhook here) rejected in its status and never held by the finalizer, nor
+# holding back the other Modules when the controller restarts while it exists, a
 # missing pull Secret reported on its Module until it is created, an API server restart with watch expiry (410 Gone: the
 # controller relists and sees a Module deleted and one created while it was not watching;
 # leader failover: kube_failover_test.sh).
@@ -191,6 +192,17 @@ until_ok 10 bash -c "kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get events -n
   fail "the rejected Module has finalizers $(k get module -n kmm-demo kmm-ci-bad -o jsonpath='{.metadata.finalizers}')"
 [[ $(k get module -n kmm-demo kmm-ci-s -o jsonpath='{.metadata.finalizers}') == *kmodd.io/unload* ]] ||
   fail "the Module in force has no finalizer"
+
+step "a controller restarted while the never-accepted Module is rejected still serves the others"
+kill "$ctl_a_pid" "$agents_a_pid"
+wait "$ctl_a_pid" "$agents_a_pid" 2>/dev/null || true
+start_controller ctl-a --status-file "$dir/ctl-a-status.yaml"
+start_agents agents-a "$(port_of ctl-a)"
+until_ok 20 grep -q "connected 3" "$dir/agents-a.log" || fail "after the restart the agents' hellos were not answered"
+module kmm-ci-r
+until_ok 20 status_is kmm-ci-r 2/2/2 || fail "after the restart kmm-ci-r is $(loader kmm-ci-r), want 2/2/2"
+k delete module -n kmm-demo kmm-ci-r --wait=false >/dev/null
+until_ok 20 bash -c "! kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get module -n kmm-demo kmm-ci-r" || fail "kmm-ci-r still there"
 timeout 20 kubectl --kubeconfig "$KMODD_KUBE_KUBECONFIG" delete module -n kmm-demo kmm-ci-bad >/dev/null ||
   fail "the rejected Module could not be deleted"
 k create secret docker-registry kmm-ci-pull -n kmm-demo --docker-server=127.0.0.1:5000 \
