@@ -12,6 +12,7 @@
 #include <ostream>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -58,7 +59,9 @@ constexpr char kUsage[] =
     "  kmodd-controller-tls, CA in ConfigMap kmodd-ca); agents may show a projected token.\n"
     "  --webhook-listen ADDR:PORT  the Module admission webhook (HTTPS, /validate-module)\n"
     "  --cert-dns NAME, --cert-ip IP  extra names of the self-managed serving certificate\n"
-    "  --status-file   default /var/lib/kmodd/controller-status.yaml\n"
+    "  --status-file   what `kmodd-controller status` reads; default\n"
+    "                  /var/lib/kmodd/controller-status.yaml, none in Kubernetes mode (the\n"
+    "                  Modules' status holds it; a follower's file shows no agents)\n"
     "  --forget-after  seconds a disconnected node stays known (default 600)\n";
 
 struct RunConfig {
@@ -74,7 +77,7 @@ struct RunConfig {
   std::string webhook_listen;
   std::vector<std::string> cert_dns;
   std::vector<std::string> cert_ips;
-  std::string status_file = "/var/lib/kmodd/controller-status.yaml";
+  std::string status_file;  // empty: the default standalone, none in Kubernetes mode
   int64_t forget_after_s = 600;
   LogLevel log_level = LogLevel::kInfo;
 };
@@ -166,6 +169,9 @@ int Parse(const std::vector<std::string>& args, RunConfig& c, std::ostream& out,
     err << "error: give either --cert, --key and --ca, or --insecure\n" << kUsage;
     return 2;
   }
+  if (!c.kubernetes && c.status_file.empty()) {
+    c.status_file = "/var/lib/kmodd/controller-status.yaml";
+  }
   return 0;
 }
 
@@ -245,6 +251,15 @@ int RunKubernetes(const RunConfig& c, const sigset_t& signals, const std::string
     };
     elector = std::make_unique<kube::LeaderElector>(**client, le, clock);
   }
+  // The status file, when asked for: the same document as in standalone mode, for
+  // `kmodd-controller status` next to the controller.
+  std::optional<server::StatusWriter> status;
+  if (!c.status_file.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(c.status_file).parent_path(), ec);
+    status.emplace(hub, c.status_file, log);
+    status->Start();
+  }
   source::KubeSource source(**client, hub, log);
   // "kmm" as KMM's manager writes its Events (source.component, reportingComponent), so
   // that what filters on them finds kmodd's too.
@@ -277,9 +292,13 @@ int RunKubernetes(const RunConfig& c, const sigset_t& signals, const std::string
                                                {"namespace", c.ns},
                                                {"identity", identity},
                                                {"leaderElect", c.leader_elect},
+                                               {"statusFile", c.status_file},
                                                {"port", static_cast<int64_t>(sync.port())}});
   WaitForSignal(signals, hub, log);
   writer.Stop();
+  if (status) {
+    status->Stop();
+  }
   security.Stop();  // no renewal may reach the Sync server once it is going
   sync.Shutdown();
   source.Stop();

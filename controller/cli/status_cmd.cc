@@ -1,5 +1,6 @@
-// `kmodd-controller status`: what the standalone controller last wrote to its status file,
-// as a table for people or as the document itself for machines.
+// `kmodd-controller status`: what the controller (standalone, or in Kubernetes mode with
+// --status-file) last wrote to its status file, as a table for people or as the document
+// itself for machines.
 
 #include <algorithm>
 #include <ostream>
@@ -17,7 +18,8 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: kmodd-controller status [--status-file FILE] [-o table|yaml|json] [--nodes]\n"
-    "  --status-file  what `run` writes (default /var/lib/kmodd/controller-status.yaml)\n"
+    "  --status-file  what `run` writes (default /var/lib/kmodd/controller-status.yaml;\n"
+    "                 in Kubernetes mode only where `run` was given --status-file)\n"
     "  -o             table (default): one row per Module with KMM's moduleLoader counters;\n"
     "                 yaml and json print the whole status document\n"
     "  --nodes        table: one row per (Module, node) with its phase and message\n";
@@ -37,6 +39,8 @@ std::string Str(const Value* v) {
   }
   return "?";
 }
+
+bool IsFalse(const Value* v) { return v != nullptr && v->IsBool() && !v->AsBool(); }
 
 const Value::List& ListOf(const Value& doc, const char* key) {
   static const Value::List kEmpty;  // NOLINT(cert-err58-cpp): cannot throw
@@ -90,13 +94,28 @@ std::string ModulesTable(const Value& doc, bool per_node) {
   }
   absl::StrAppend(&out, "\nagents: ", connected, " connected, ", away, " disconnected (status at ",
                   Str(doc.Find("generatedAt")), ")\n");
+  if (IsFalse(doc.Find("active"))) {
+    absl::StrAppend(&out, "this replica is not the leader: it serves no agents and writes "
+                          "nothing; read the leader's status\n");
+  }
+  if (IsFalse(doc.Find("serving"))) {
+    absl::StrAppend(&out, "no desired state sent yet: Modules were rejected before any were "
+                          "accepted (fix or delete them); agents keep what they run\n");
+  }
   const auto& errors = ListOf(doc, "errors");
   if (!errors.empty()) {
-    absl::StrAppend(&out, "rejected manifests (their Modules as last accepted stay in force):\n");
+    absl::StrAppend(&out, "rejected (the Modules as last accepted stay in force):\n");
     for (const auto& e : errors) {
-      absl::StrAppend(&out, "  ", Str(e.Find("file")), ":", Str(e.Find("line")), ": ",
-                      Str(e.Find("object")), e.Find("object") ? ": " : "", Str(e.Find("field")),
-                      e.Find("field") ? ": " : "", Str(e.Find("message")), "\n");
+      std::string where = Str(e.Find("file"));
+      if (e.Find("line") != nullptr) {
+        absl::StrAppend(&where, ":", Str(e.Find("line")));
+      }
+      for (const char* part : {"object", "field", "message"}) {
+        if (const std::string text = Str(e.Find(part)); !text.empty()) {
+          absl::StrAppend(&where, where.empty() ? "" : ": ", text);
+        }
+      }
+      absl::StrAppend(&out, "  ", where, "\n");
     }
   }
   return out;

@@ -25,6 +25,21 @@ std::string NamespaceOf(const std::string& collection) {
   return collection.substr(start, collection.find('/', start) - start);
 }
 
+// Whether an object of `collection` is listed and watched at `path`: the same collection,
+// or every namespace's (".../modules" lists ".../namespaces/ns/modules" too).
+bool Lists(const std::string& path, const std::string& collection) {
+  if (collection == path) {
+    return true;
+  }
+  const std::string ns = NamespaceOf(collection);
+  if (ns.empty()) {
+    return false;
+  }
+  std::string all = collection;
+  all.erase(all.find("/namespaces/"), std::string("/namespaces/").size() + ns.size());
+  return all == path;
+}
+
 }  // namespace
 
 absl::Status FakeKubeClient::TakeFailure(std::string call) {
@@ -107,7 +122,7 @@ absl::StatusOr<ObjectList> FakeKubeClient::List(std::string_view path, const Lis
   }
   ObjectList list;
   for (const auto& [p, object] : objects_) {
-    if (CollectionOf(p) == path) {
+    if (Lists(std::string(path), CollectionOf(p))) {
       list.items.push_back(object);
     }
   }
@@ -137,7 +152,7 @@ absl::Status FakeKubeClient::Watch(std::string_view path, const WatchOptions& op
     }
     std::vector<Change> pending;
     for (const Change& change : log_) {
-      if (change.rv > from && change.collection == path) {
+      if (change.rv > from && Lists(std::string(path), change.collection)) {
         pending.push_back(change);
       }
     }

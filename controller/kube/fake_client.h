@@ -14,8 +14,10 @@ namespace kmodd::kube {
 
 // An in-memory API server for other units' tests: objects by path, one resourceVersion
 // counter, optimistic concurrency (Aborted on a stale resourceVersion), merge patch, a
-// change log that Watch replays. Apply merges like a merge patch: there is no field
-// ownership here. Assert on the final state (Objects(), Get), not on calls.
+// change log that Watch replays. A collection without a namespace lists and watches that
+// resource in every namespace, as the API server does. Apply merges like a merge patch:
+// there is no field ownership here. Assert on the final state (Objects(), Get), not on
+// calls.
 class FakeKubeClient final : public KubeClient {
  public:
   absl::StatusOr<Value> Get(std::string_view path) override;

@@ -41,7 +41,19 @@ void Hub::PushLocked(const std::string& name, Entry& e) {
     e.stale = false;
   }
   e.record.pushed_version = e.desired->version();
+  e.sent = true;
   e.stream->Push(e.desired);
+}
+
+size_t Hub::PushOwedLocked() {
+  size_t pushed = 0;
+  for (auto& [name, e] : nodes_) {
+    if ((!e.sent || e.stale) && PushableLocked(e)) {
+      PushLocked(name, e);
+      ++pushed;
+    }
+  }
+  return pushed;
 }
 
 size_t Hub::PushChangedLocked(const std::vector<std::string>& nodes) {
@@ -92,20 +104,17 @@ void Hub::ApplySource(const source::SourceUpdate& update) {
   std::sort(changed.begin(), changed.end());
   changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
   errors_ = update.errors;
-  if (!serving_ && errors_.empty()) {
+  held_ = update.held;
+  if (!serving_ && (errors_.empty() || !update.errors_hold_all)) {
     serving_ = true;
-    for (auto& [name, e] : nodes_) {
-      changed.push_back(name);  // connected before: they have been sent nothing yet
-    }
-    std::sort(changed.begin(), changed.end());
-    changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
   } else if (!serving_) {
     log_.Warn("Module manifests rejected before any were accepted: no desired state is sent "
               "until they are fixed, agents keep what they run",
               {{"errors", static_cast<int64_t>(errors_.size())}});
   }
-  const size_t pushed = PushChangedLocked(changed);
-  if (!changed.empty()) {
+  // Then the nodes connected while nothing was sent, or held, that may be served now.
+  const size_t pushed = PushChangedLocked(changed) + PushOwedLocked();
+  if (!changed.empty() || pushed > 0) {
     log_.Info("desired state changed", {{"nodes", static_cast<int64_t>(changed.size())},
                                         {"pushed", static_cast<int64_t>(pushed)}});
   }
@@ -130,6 +139,8 @@ absl::Status Hub::Hello(AgentStream* stream, const v1::NodeInfo& info) {
     log_.Info("agent stream replaced by a newer one", {{"node", name}});
   }
   e.stream = stream;
+  e.sent = false;
+  e.reported = false;
   streams_[stream] = name;
   e.record.name = name;
   e.record.connected = true;
@@ -173,9 +184,6 @@ absl::Status Hub::Report(AgentStream* stream, const v1::NodeReport& report) {
     if (!options_.nodes_from_api) {
       SetNodeLocked(e, NodeFromInfo(report.node()));
     }
-    if (PushableLocked(e) && e.stale) {
-      PushLocked(name, e);
-    }
   }
   if (report.has_ack()) {
     const v1::Ack& ack = report.ack();
@@ -205,8 +213,13 @@ absl::Status Hub::Report(AgentStream* stream, const v1::NodeReport& report) {
     }
   }
   e.record.modules = std::move(modules);
+  e.reported = true;
   if (!report.applied_version().empty()) {
     e.record.applied_version = report.applied_version();
+  }
+  // A hello's new labels, or a node no longer held now that it said what it runs.
+  if ((e.stale || !e.sent) && PushableLocked(e)) {
+    PushLocked(name, e);
   }
   ChangedLocked();
   return absl::OkStatus();
@@ -250,7 +263,18 @@ size_t Hub::ForgetGone() {
 }
 
 bool Hub::PushableLocked(const Entry& e) const {
-  return serving_ && active_ && e.stream != nullptr && (!options_.nodes_from_api || e.from_api);
+  return serving_ && active_ && e.stream != nullptr &&
+         (!options_.nodes_from_api || e.from_api) && !HeldLocked(e);
+}
+
+bool Hub::HeldLocked(const Entry& e) const {
+  if (held_.empty()) {
+    return false;
+  }
+  // Its desired state would lack the held Modules, and so unload them: a node that runs
+  // one keeps what it runs until the Module is fixed or deleted.
+  return !e.reported || std::any_of(e.record.modules.begin(), e.record.modules.end(),
+                                    [&](const ReportedModule& m) { return held_.count(m.key); });
 }
 
 void Hub::SetApiNode(api::Node node) {
@@ -321,6 +345,16 @@ void Hub::SetPullSecret(const std::string& key, std::optional<std::string> docke
   ChangedLocked();
 }
 
+void Hub::SetPullSecretState(const std::string& key, PullSecretState state) {
+  std::lock_guard lock(mu_);
+  if (auto it = pull_secret_states_.find(key);
+      it != pull_secret_states_.end() && it->second == state) {
+    return;
+  }
+  pull_secret_states_[key] = std::move(state);
+  ChangedLocked();
+}
+
 void Hub::SetActive(bool active) {
   std::lock_guard lock(mu_);
   if (active_ == active) {
@@ -363,6 +397,10 @@ ControllerStatus Hub::Status() {
   in.run_id = options_.run_id;
   in.now_unix_ms = now_ms_();
   in.errors = errors_;
+  in.held = held_;
+  in.pull_secrets = pull_secret_states_;
+  in.serving = serving_;
+  in.active = active_;
   for (const auto& [key, m] : modules_) {
     in.modules.push_back(&m);
   }

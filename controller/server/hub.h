@@ -9,6 +9,9 @@
 // restarts with a broken manifest must not tell every node to unload the Modules that
 // manifest defines. Until then agents connect, report, and keep what they run
 // (fail-static); after that, a rejected manifest keeps its Modules (see ModuleFiles).
+// A source that names every rejected Module (Kubernetes mode) narrows this to the Modules
+// it holds (SourceUpdate::held): only a node that reports one of them, or has not yet
+// reported what it runs, waits; the others are served.
 //
 // Thread-safe: sources, streams and the status writer call in from their own threads.
 
@@ -20,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -84,6 +88,9 @@ class Hub {
   // Kubernetes mode: the .dockerconfigjson of a pull secret ("<namespace>/<name>"), or
   // nullopt when it cannot be read. Nodes whose plan names it are pushed again.
   void SetPullSecret(const std::string& key, std::optional<std::string> docker_config);
+  // Kubernetes mode: what the last look-up of that Secret found, for the status of the
+  // Modules that name it (a transient failure leaves the last state).
+  void SetPullSecretState(const std::string& key, PullSecretState state);
   // Leader election: an inactive hub refuses hellos (UNAVAILABLE, so that agents reconnect
   // and reach the leader) and, on becoming inactive, ends every stream. Active by default.
   void SetActive(bool active);
@@ -107,6 +114,8 @@ class Hub {
     std::shared_ptr<const v1::NodeDesired> desired;  // the last one built
     bool stale = true;               // the plan changed since `desired` was built
     bool from_api = false;           // Kubernetes mode: the API lists this node
+    bool sent = false;               // this stream was sent `desired` (owed when not)
+    bool reported = false;           // this stream reported what the node runs
   };
 
   // Marks the nodes' plans changed and pushes to the connected ones (once serving);
@@ -117,6 +126,10 @@ class Hub {
   void ChangedLocked();
   // Whether the node may be sent a desired state now.
   bool PushableLocked(const Entry& e) const;
+  // Whether the node may run a held Module: it reports one, or has not reported yet.
+  bool HeldLocked(const Entry& e) const;
+  // Pushes to every node that may be sent a desired state it has not been sent; how many.
+  size_t PushOwedLocked();
 
   const HubOptions options_;
   const Clock now_ms_;
@@ -127,8 +140,10 @@ class Hub {
   uint64_t changes_ = 0;
   uint64_t seq_ = 0;
   bool serving_ = false;  // the source has been read once without errors
+  std::set<std::string> held_;  // SourceUpdate::held, the last one
   bool active_ = true;
   std::map<std::string, std::string> pull_secrets_;  // "<namespace>/<name>" -> dockerconfigjson
+  std::map<std::string, PullSecretState> pull_secret_states_;  // idem
   plan::Planner planner_;
   std::map<std::string, api::Module> modules_;  // in force, by key (for the status)
   std::vector<api::Diagnostic> errors_;

@@ -132,10 +132,12 @@ Value ModuleStatusValue(const ModuleState& m) {
 }
 
 FinalizerAction NextFinalizerAction(const source::ModuleMeta& m, bool still_reported) {
-  const bool has = std::find(m.finalizers.begin(), m.finalizers.end(), kFinalizer) !=
-                   m.finalizers.end();
+  const bool has = m.HasUnloadFinalizer();
   if (!m.deleting) {
-    return has ? FinalizerAction::kNone : FinalizerAction::kAdd;
+    // A Module never accepted has reached no node: nothing to unload, so nothing may hold
+    // its deletion. One rejected after it was accepted keeps its finalizer (its last
+    // accepted version is in force) and is unloaded on delete like any other.
+    return has || !m.planned ? FinalizerAction::kNone : FinalizerAction::kAdd;
   }
   return has && !still_reported ? FinalizerAction::kRemove : FinalizerAction::kNone;
 }
@@ -208,6 +210,7 @@ void KubeWriter::SyncOnce() {
       applied_.clear();
       statuses_.clear();
       refused_.Clear();
+      warned_.clear();
     }
     was_leader_ = false;
     return;
@@ -313,6 +316,10 @@ void KubeWriter::Settle(LabelJob& j, std::chrono::steady_clock::time_point now,
 }
 
 void KubeWriter::SyncStatus(const ControllerStatus& st) {
+  std::map<std::string, std::string> uids;  // Module key -> uid, for its Events
+  for (const source::ModuleMeta& meta : source_.Modules()) {
+    uids[meta.Key()] = meta.uid;
+  }
   for (const ModuleState& m : st.modules) {
     const std::string key = absl::StrCat(m.namespace_, "/", m.name);
     const Value status = ModuleStatusValue(m);
@@ -329,6 +336,36 @@ void KubeWriter::SyncStatus(const ControllerStatus& st) {
       continue;
     }
     statuses_[key] = std::move(json);
+    WarnOnModule(m, uids[key]);
+  }
+}
+
+void KubeWriter::WarnOnModule(const ModuleState& m, const std::string& uid) {
+  const std::string key = absl::StrCat(m.namespace_, "/", m.name);
+  // A Warning Event (what `kubectl describe module` ends with) for each problem its
+  // owner must fix, once per problem, not at every status change.
+  std::set<std::string> now;
+  for (const Condition& c : m.conditions) {
+    const bool problem =
+        c.status == "False" && (c.type == "Accepted" || c.type == "PullSecretResolved");
+    if (!problem) {
+      continue;
+    }
+    const std::string reason = c.type == "Accepted" ? "Rejected" : "PullSecret" + c.reason;
+    now.insert(reason + "\n" + c.message);
+    if (warned_[key].count(reason + "\n" + c.message) != 0) {
+      continue;
+    }
+    kube::ObjectReference ref{kModulesGroupVersion, "Module", m.namespace_, m.name, uid};
+    if (absl::Status s = events_.Record(ref, kube::kEventWarning, reason, c.message); !s.ok()) {
+      log_.Warn("cannot record a Module event", {{"module", key}, {"error", s.ToString()}});
+      now.erase(reason + "\n" + c.message);  // tried again at the next status write
+    }
+  }
+  if (now.empty()) {
+    warned_.erase(key);
+  } else {
+    warned_[key] = std::move(now);
   }
 }
 
@@ -358,6 +395,7 @@ void KubeWriter::SyncFinalizers(const ControllerStatus& st) {
     }
     if (action == FinalizerAction::kRemove) {
       statuses_.erase(m.Key());
+      warned_.erase(m.Key());
       log_.Info("Module unloaded from every connected node; finalizer removed",
                 {{"module", m.Key()}});
     }

@@ -13,9 +13,13 @@
 //     as KMM writes them, after every label, status and finalizer write of the pass: no one
 //     waits on them.
 //   - Module status (KMM's moduleLoader counters, conditions, kmodd's per-node rows),
-//     merge-patched on the status subresource only when it changed.
-//   - The finalizer kmodd.io/unload on every Module; on deletion, removed once no connected
-//     agent reports the Module any more (disconnected nodes do not hold it up).
+//     merge-patched on the status subresource only when it changed; rejected Modules
+//     included (Accepted=False names the fields). A Warning Event on the Module for each
+//     new Accepted=False or PullSecretResolved=False (reasons Rejected, PullSecretNotFound,
+//     PullSecretWrongType, PullSecretForbidden).
+//   - The finalizer kmodd.io/unload on every Module in the plan (a Module rejected before it
+//     was ever accepted gets none); on deletion, removed once no connected agent reports
+//     the Module any more (disconnected nodes do not hold it up).
 // Only while `is_leader` says so; on becoming leader everything is checked again.
 
 #include <chrono>
@@ -41,7 +45,7 @@
 
 namespace kmodd::server {
 
-inline constexpr char kFinalizer[] = "kmodd.io/unload";
+inline constexpr const char* kFinalizer = source::kUnloadFinalizer;
 // Written by kmodd before KMM fidelity (issue 11), no longer; still owned, so removed.
 inline constexpr char kKernelVersionLabel[] = "kmm.node.kubernetes.io/kernel-version.full";
 
@@ -101,6 +105,9 @@ class KubeWriter {
   void Settle(LabelJob& j, std::chrono::steady_clock::time_point now,
               std::vector<PendingEvent>& events);
   void SyncStatus(const ControllerStatus& st);
+  // Warning Events for the Module's Accepted=False and PullSecretResolved=False conditions
+  // not yet reported.
+  void WarnOnModule(const ModuleState& m, const std::string& uid);
   void SyncFinalizers(const ControllerStatus& st);
   void Event(const PendingEvent& e);
 
@@ -118,6 +125,7 @@ class KubeWriter {
   std::chrono::steady_clock::time_point applied_since_;
   RefusedLabels refused_;
   std::map<std::string, std::string> statuses_;  // Module key -> status last written (JSON)
+  std::map<std::string, std::set<std::string>> warned_;  // Module key -> problems evented
   std::mutex mu_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;

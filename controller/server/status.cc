@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <ctime>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <yaml-cpp/yaml.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
@@ -94,13 +96,78 @@ std::vector<Condition> Conditions(const ModuleState& m) {
   return {available, degraded};
 }
 
+// "Module <namespace>/<name>" -> "<namespace>/<name>"; "" for any other object.
+std::string ModuleKeyOf(const api::Diagnostic& d) {
+  constexpr char kModule[] = "Module ";
+  return absl::StartsWith(d.object, kModule) ? d.object.substr(sizeof(kModule) - 1) : "";
+}
+
+// What the nodes follow while a Module is rejected.
+enum class Rejected {
+  kInForce,  // its last accepted spec
+  kHeld,     // accepted by an earlier run, spec unknown: the nodes that run it wait
+  kNone,     // never accepted: nothing
+};
+
+Condition AcceptedCondition(const std::vector<const api::Diagnostic*>& errors, Rejected what) {
+  if (errors.empty()) {
+    return {"Accepted", "True", "Valid", "the spec passed validation"};
+  }
+  std::string problems;
+  for (const api::Diagnostic* d : errors) {
+    absl::StrAppend(&problems, problems.empty() ? "" : "; ", d->path, d->path.empty() ? "" : ": ",
+                    d->message);
+  }
+  // Which spec the nodes follow is what the owner needs to know next.
+  switch (what) {
+    case Rejected::kInForce:
+      absl::StrAppend(&problems, "; the last accepted spec stays in force until this is fixed");
+      break;
+    case Rejected::kHeld:
+      absl::StrAppend(&problems,
+                      "; an earlier controller run accepted it and its spec is not known: the "
+                      "nodes that run it are sent nothing (they keep what they run) until this "
+                      "is fixed or the Module is deleted");
+      break;
+    case Rejected::kNone:
+      absl::StrAppend(&problems, "; not planned on any node until this is fixed");
+      break;
+  }
+  return {"Accepted", "False", "Invalid", problems};
+}
+
+std::optional<Condition> PullSecretCondition(
+    const api::Module& m, const std::map<std::string, PullSecretState>& secrets) {
+  if (!m.spec.image_repo_secret || m.spec.image_repo_secret->name.empty()) {
+    return std::nullopt;
+  }
+  const std::string key = absl::StrCat(m.metadata.namespace_, "/", m.spec.image_repo_secret->name);
+  auto it = secrets.find(key);
+  if (it == secrets.end()) {
+    return std::nullopt;  // not looked up (standalone mode, or not yet)
+  }
+  if (it->second.readable) {
+    return Condition{"PullSecretResolved", "True", "Found",
+                     absl::StrCat("Secret ", key, " read; its credentials go to the nodes")};
+  }
+  return Condition{"PullSecretResolved", "False", it->second.reason, it->second.message};
+}
+
 }  // namespace
 
 ControllerStatus Aggregate(const StatusInput& in) {
   ControllerStatus out;
   out.run_id = in.run_id;
   out.generated_unix_ms = in.now_unix_ms;
+  out.serving = in.serving;
+  out.active = in.active;
   out.errors = in.errors;
+  std::map<std::string, std::vector<const api::Diagnostic*>> rejected;  // by Module key
+  for (const api::Diagnostic& d : in.errors) {
+    if (std::string key = ModuleKeyOf(d); !key.empty()) {
+      rejected[key].push_back(&d);
+    }
+  }
   std::map<std::string, size_t> index;
   for (const api::Module* m : in.modules) {
     index.emplace(m->Key(), out.modules.size());
@@ -157,9 +224,33 @@ ControllerStatus Aggregate(const StatusInput& in) {
       }
     }
   }
-  for (auto& m : out.modules) {
-    m.conditions = Conditions(m);
+  for (const api::Module* m : in.modules) {
+    ModuleState& st = out.modules[index.at(m->Key())];
+    st.conditions = Conditions(st);
+    auto r = rejected.find(m->Key());
+    st.conditions.push_back(
+        AcceptedCondition(r != rejected.end() ? r->second : std::vector<const api::Diagnostic*>{},
+                          Rejected::kInForce));
+    if (std::optional<Condition> c = PullSecretCondition(*m, in.pull_secrets)) {
+      st.conditions.push_back(*std::move(c));
+    }
   }
+  // A Module never accepted has no plan, but its owner still needs to read why: it is
+  // listed with zero counts.
+  for (const auto& [key, errors] : rejected) {
+    const size_t slash = key.find('/');
+    if (index.count(key) != 0 || slash == std::string::npos) {
+      continue;
+    }
+    ModuleState st{key.substr(0, slash), key.substr(slash + 1), {}, {}, {}};
+    st.conditions = Conditions(st);
+    st.conditions.push_back(
+        AcceptedCondition(errors, in.held.count(key) != 0 ? Rejected::kHeld : Rejected::kNone));
+    out.modules.push_back(std::move(st));
+  }
+  std::sort(out.modules.begin(), out.modules.end(), [](const ModuleState& a, const ModuleState& b) {
+    return absl::StrCat(a.namespace_, "/", a.name) < absl::StrCat(b.namespace_, "/", b.name);
+  });
   out.nodes.reserve(in.nodes.size());
   for (const NodeRecord* n : in.nodes) {
     out.nodes.push_back(*n);
@@ -236,7 +327,7 @@ Value ModuleValue(const ModuleState& m) {
 
 Value ErrorValue(const api::Diagnostic& d) {
   Value v = Value::EmptyMap();
-  v.Set("file", d.source);
+  SetIf(v, "file", d.source);  // none for a Module read from the API server
   if (d.line > 0) {
     v.Set("line", d.line);
   }
@@ -288,6 +379,13 @@ Value ToValue(const ControllerStatus& s) {
   v.Set("kind", "ControllerStatus");
   v.Set("runID", s.run_id);
   v.Set("generatedAt", Rfc3339(s.generated_unix_ms));
+  // Written only when false: a follower replica, or nothing sent yet (rejected Modules).
+  if (!s.active) {
+    v.Set("active", false);
+  }
+  if (!s.serving) {
+    v.Set("serving", false);
+  }
   Value modules = Value::EmptyList();
   for (const auto& m : s.modules) {
     modules.Append(ModuleValue(m));

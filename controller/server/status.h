@@ -9,10 +9,19 @@
 //   desiredNumber:               nodes planned to run it (run or held)
 //   availableNumber:             of those, connected nodes that report it Loaded (at the
 //                                planned version, when the Module sets one)
-// plus kmodd's per-node rows (phase, message, image digest, since) and two conditions,
-// Available and Degraded. The status file also lists the nodes and the manifests rejected.
+// plus kmodd's per-node rows (phase, message, image digest, since) and conditions:
+//   Available           every planned node has it loaded
+//   Degraded            a planned node reports Failed
+//   Accepted            its current spec passed validation; False (reason Invalid) names the
+//                       fields. A rejected Module that was accepted before keeps its last
+//                       accepted spec in force; one never accepted is listed with zero counts.
+//   PullSecretResolved  only when spec.imageRepoSecret is set and the Secret was looked up
+//                       (Kubernetes mode): False names the Secret and what to do.
+// The status file also lists the nodes and the manifests rejected.
 
 #include <cstdint>
+#include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,11 +61,25 @@ struct NodeRecord {
   std::vector<ReportedModule> modules;  // sorted by key
 };
 
+// What the last look-up of a pull Secret found.
+struct PullSecretState {
+  bool readable = false;
+  std::string reason;   // NotFound, WrongType, Forbidden (empty when readable)
+  std::string message;  // names the Secret; what to do
+  bool operator==(const PullSecretState&) const = default;
+};
+
 struct StatusInput {
   std::vector<const api::Module*> modules;  // every Module in force, sorted by key
   std::vector<plan::NodePlan> plans;        // every node's plan, sorted by node name
   std::vector<const NodeRecord*> nodes;     // sorted by name
-  std::vector<api::Diagnostic> errors;      // rejected manifests
+  // Rejected manifests. Those naming a Module (object "Module <namespace>/<name>") make its
+  // Accepted condition False.
+  std::vector<api::Diagnostic> errors;
+  std::set<std::string> held;  // rejected Modules that hold the nodes that run them
+  std::map<std::string, PullSecretState> pull_secrets;  // by "<namespace>/<name>"
+  bool serving = true;  // desired state is sent (the Modules were once read without errors)
+  bool active = true;   // this replica serves agents (the leader, in Kubernetes mode)
   std::string run_id;
   int64_t now_unix_ms = 0;
 };
@@ -90,6 +113,8 @@ struct ModuleState {
 struct ControllerStatus {
   std::string run_id;
   int64_t generated_unix_ms = 0;
+  bool serving = true;
+  bool active = true;
   std::vector<ModuleState> modules;
   std::vector<NodeRecord> nodes;
   std::vector<api::Diagnostic> errors;

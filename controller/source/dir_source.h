@@ -28,6 +28,14 @@ struct SourceUpdate {
   std::vector<ModuleChanges> changes;
   // Every problem currently known (not only the new ones): the status shows these.
   std::vector<api::Diagnostic> errors;
+  // Whether `errors` may hide Modules the source cannot name (a manifest that does not
+  // parse): then nothing is sent until the source is once read without errors. A source
+  // that names every rejected Module says false and lists in `held` those that may run.
+  bool errors_hold_all = true;
+  // Modules ("<namespace>/<name>") a node may run whose spec the source does not know (one
+  // accepted by an earlier run, rejected now): a node that reports one is sent nothing
+  // until it is fixed or deleted, since its desired state would unload it.
+  std::set<std::string> held;
   size_t module_count = 0;
 };
 

@@ -28,22 +28,40 @@ std::string AsDocument(const Value& o, const char* api_version, const char* kind
 
 }  // namespace
 
-absl::StatusOr<api::Module> ModuleFromObject(const Value& object) {
-  const std::string name = ObjectName(object);
-  api::Decoded d = api::DecodeDocuments(AsDocument(object, kModulesGroupVersion, "Module"),
-                                        absl::StrCat("Module ", name));
-  if (!d.errors.empty() || d.modules.size() != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Module ", name, ": ",
-                     d.errors.empty() ? std::string("not decoded") : d.errors.front().message));
+std::optional<api::Module> CheckModuleObject(const Value& object,
+                                             std::vector<api::Diagnostic>& errors) {
+  const std::string object_name = absl::StrCat("Module ", ObjectName(object));
+  api::Decoded d =
+      api::DecodeDocuments(AsDocument(object, kModulesGroupVersion, "Module"), object_name);
+  for (api::Diagnostic& e : d.errors) {
+    // Located by the object, not by a file: the API server has no lines.
+    errors.push_back(api::Diagnostic{"", 0, object_name, e.path, e.message});
+  }
+  if (!d.errors.empty()) {
+    return std::nullopt;
+  }
+  if (d.modules.size() != 1) {
+    errors.push_back(api::Diagnostic{"", 0, object_name, "", "not decoded"});
+    return std::nullopt;
   }
   api::Module m = std::move(d.modules.front().object);
-  std::vector<api::FieldError> errors = api::ValidateModule(m);
-  if (!errors.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Module ", name, ": ", errors.front().path, ": ", errors.front().message));
+  std::vector<api::FieldError> found = api::ValidateModule(m);
+  for (api::FieldError& e : found) {
+    errors.push_back(api::Diagnostic{"", 0, object_name, std::move(e.path), std::move(e.message)});
+  }
+  if (!found.empty()) {
+    return std::nullopt;
   }
   return m;
+}
+
+absl::StatusOr<api::Module> ModuleFromObject(const Value& object) {
+  std::vector<api::Diagnostic> errors;
+  std::optional<api::Module> m = CheckModuleObject(object, errors);
+  if (!m) {
+    return absl::InvalidArgumentError(errors.front().ToString());
+  }
+  return *std::move(m);
 }
 
 absl::StatusOr<api::Node> NodeFromObject(const Value& object) {
@@ -88,6 +106,37 @@ absl::StatusOr<std::string> DockerConfigFromSecret(const Value& secret) {
         absl::StrCat("Secret ", ObjectName(secret), ": .dockerconfigjson is not base64"));
   }
   return out;
+}
+
+std::optional<server::PullSecretState> PullSecretProblem(const std::string& key,
+                                                         const absl::Status& error) {
+  const std::string ns = key.substr(0, key.find('/'));
+  const std::string without = "; until then nodes pull its Modules' images without credentials";
+  switch (error.code()) {
+    case absl::StatusCode::kNotFound:
+      return server::PullSecretState{
+          false, "NotFound",
+          absl::StrCat("Secret ", key, " (spec.imageRepoSecret) not found: create it in namespace ",
+                       ns, " (kubectl create secret docker-registry ", key.substr(ns.size() + 1),
+                       " -n ", ns, " ...), or remove spec.imageRepoSecret", without)};
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kInvalidArgument:
+      return server::PullSecretState{
+          false, "WrongType",
+          absl::StrCat(error.message(),
+                       ": make it a kubernetes.io/dockerconfigjson Secret (kubectl create "
+                       "secret docker-registry)",
+                       without)};
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kUnauthenticated:
+      return server::PullSecretState{
+          false, "Forbidden",
+          absl::StrCat("Secret ", key, " cannot be read: ", error.message(),
+                       ": the controller needs get on secrets (ClusterRole kmodd-controller); "
+                       "nodes are sent the last copy read, if any")};
+    default:
+      return std::nullopt;  // the API server is away: the next look-up will tell
+  }
 }
 
 KubeSource::KubeSource(kube::KubeClient& client, server::Hub& hub, Logger& log)
@@ -149,15 +198,24 @@ void KubeSource::RunModules() {
 }
 
 void KubeSource::RunSecrets() {
-  while (!stop_.WaitFor(kSecretRefresh)) {
-    std::set<std::string> keys;
+  // A second's tick: Secrets that cannot be read are looked up every few seconds, the
+  // others every few minutes (RefreshSecret schedules each).
+  while (!stop_.WaitFor(std::chrono::seconds(1))) {
+    const auto now = std::chrono::steady_clock::now();
+    std::set<std::string> due;
     {
       std::lock_guard lock(mu_);
+      std::set<std::string> named;
       for (const auto& [module, secret] : secret_of_) {
-        keys.insert(secret);
+        named.insert(secret);
+        auto it = secret_checks_.find(secret);
+        if (it == secret_checks_.end() || it->second.next <= now) {
+          due.insert(secret);
+        }
       }
+      std::erase_if(secret_checks_, [&](const auto& c) { return named.count(c.first) == 0; });
     }
-    for (const std::string& key : keys) {
+    for (const std::string& key : due) {
       RefreshSecret(key);
     }
   }
@@ -230,14 +288,30 @@ void KubeSource::Absorb(const Value& object, ModuleChanges& changes) {
       return;
     }
   }
-  absl::StatusOr<api::Module> m = ModuleFromObject(object);
-  if (!m.ok()) {
+  std::vector<api::Diagnostic> errors;
+  std::optional<api::Module> m = CheckModuleObject(object, errors);
+  if (!m) {
     // The webhook refuses such Modules; one that got in keeps its last good version.
-    log_.Error("Module rejected; its last accepted version stays in force",
-               {{"error", m.status().ToString()}});
+    const std::string first = errors.front().ToString();
+    bool planned = false;
+    bool changed = false;
+    {
+      std::lock_guard lock(mu_);
+      planned = planned_rv_.count(key) != 0;
+      changed = SetRejectedLocked(key, std::move(errors));
+    }
+    if (changed) {
+      log_.Error(planned ? "Module rejected; its last accepted version stays in force"
+                 : meta.HasUnloadFinalizer()
+                     ? "Module rejected; an earlier run accepted it, so the nodes that run it "
+                       "are sent nothing until it is fixed or deleted"
+                     : "Module rejected; it is not planned on any node until fixed",
+                 {{"error", first}});
+    }
     return;
   }
   std::lock_guard lock(mu_);
+  (void)SetRejectedLocked(key, {});
   planned_rv_[key] = meta.resource_version;
   if (m->spec.image_repo_secret && !m->spec.image_repo_secret->name.empty()) {
     secret_of_[key] = absl::StrCat(m->metadata.namespace_, "/", m->spec.image_repo_secret->name);
@@ -253,6 +327,42 @@ void KubeSource::Forget(const std::string& key, ModuleChanges& changes) {
     changes.removed.push_back(key);
   }
   secret_of_.erase(key);
+  (void)SetRejectedLocked(key, {});  // the spec of a Module being deleted no longer matters
+}
+
+bool KubeSource::SetRejectedLocked(const std::string& key, std::vector<api::Diagnostic> errors) {
+  auto it = rejected_.find(key);
+  if (errors.empty()) {
+    if (it == rejected_.end()) {
+      return false;
+    }
+    rejected_.erase(it);
+  } else {
+    auto text = [](const std::vector<api::Diagnostic>& list) {
+      std::string out;
+      for (const auto& d : list) {
+        absl::StrAppend(&out, d.ToString(), "\n");
+      }
+      return out;
+    };
+    if (it != rejected_.end() && text(it->second) == text(errors)) {
+      return false;
+    }
+    rejected_[key] = std::move(errors);
+  }
+  rejected_changed_ = true;
+  return true;
+}
+
+std::set<std::string> KubeSource::HeldLocked() const {
+  std::set<std::string> held;
+  for (const auto& [key, errors] : rejected_) {
+    auto meta = metas_.find(key);
+    if (planned_rv_.count(key) == 0 && meta != metas_.end() && meta->second.HasUnloadFinalizer()) {
+      held.insert(key);
+    }
+  }
+  return held;
 }
 
 void KubeSource::Apply(ModuleChanges changes) {
@@ -272,6 +382,14 @@ void KubeSource::Apply(ModuleChanges changes) {
   {
     std::lock_guard lock(mu_);
     u.module_count = planned_rv_.size();
+    for (const auto& [key, errors] : rejected_) {
+      u.errors.insert(u.errors.end(), errors.begin(), errors.end());
+    }
+    // Every rejected Module is named: the errors hold back only what `held` says.
+    u.errors_hold_all = false;
+    u.held = HeldLocked();
+    held_sent_ = u.held;
+    rejected_changed_ = false;
   }
   u.changes.push_back(std::move(changes));
   hub_.ApplySource(u);
@@ -283,16 +401,43 @@ void KubeSource::RefreshSecret(const std::string& key) {
       kube::ResourcePath("v1", "secrets", key.substr(0, slash), key.substr(slash + 1)));
   absl::StatusOr<std::string> config =
       s.ok() ? DockerConfigFromSecret(*s) : absl::StatusOr<std::string>(s.status());
+  std::optional<server::PullSecretState> state =
+      config.ok() ? std::optional(server::PullSecretState{true, "", ""})
+                  : PullSecretProblem(key, config.status());
+  bool report = true;
+  {
+    std::lock_guard lock(mu_);
+    SecretCheck& check = secret_checks_[key];
+    check.next = std::chrono::steady_clock::now() +
+                 (state && state->readable ? std::chrono::duration_cast<std::chrono::seconds>(
+                                                 kSecretRefresh)
+                                           : kMissingSecretRecheck);
+    if (state) {
+      report = check.state != state;
+      check.state = state;
+      check.transient.clear();
+    } else {
+      report = check.transient != config.status().message();
+      check.transient = std::string(config.status().message());
+    }
+  }
   if (!config.ok()) {
-    log_.Warn("pull secret unreadable; nodes are sent the Module without it",
-              {{"secret", key}, {"error", config.status().ToString()}});
-    if (absl::IsNotFound(config.status()) || absl::IsFailedPrecondition(config.status()) ||
-        absl::IsInvalidArgument(config.status())) {
+    if (report) {  // once per change: a missing Secret is looked up every few seconds
+      log_.Warn("pull secret unreadable; nodes are sent the Module without it",
+                {{"secret", key}, {"error", config.status().ToString()}});
+    }
+    if (state && state->reason != "Forbidden") {
       hub_.SetPullSecret(key, std::nullopt);
     }
-    return;  // on a transient error the last copy stays
+  } else {
+    if (report) {
+      log_.Info("pull secret read", {{"secret", key}});
+    }
+    hub_.SetPullSecret(key, *std::move(config));
   }
-  hub_.SetPullSecret(key, *std::move(config));
+  if (state) {
+    hub_.SetPullSecretState(key, *std::move(state));
+  }  // on a transient error the last copy and state stay
 }
 
 void KubeSource::OnModuleSync(const std::vector<Value>& objects) {
@@ -335,7 +480,13 @@ void KubeSource::OnModuleEvent(kube::EventType type, const Value& object) {
   } else {
     Absorb(object, changes);
   }
-  if (!changes.empty()) {
+  bool rejected_changed = false;
+  {
+    std::lock_guard lock(mu_);
+    // Its finalizer may have been removed by hand: that releases the nodes it held.
+    rejected_changed = rejected_changed_ || HeldLocked() != held_sent_;
+  }
+  if (!changes.empty() || rejected_changed) {
     Apply(std::move(changes));
   }
 }
@@ -346,6 +497,7 @@ std::vector<ModuleMeta> KubeSource::Modules() {
   out.reserve(metas_.size());
   for (const auto& [key, m] : metas_) {
     out.push_back(m);
+    out.back().planned = planned_rv_.count(key) != 0;
   }
   return out;
 }

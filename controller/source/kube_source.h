@@ -10,8 +10,20 @@
 // plan (and so the first push) is made from every Node and every Module. A Module being
 // deleted (deletionTimestamp set) leaves the plan at once: its nodes are told to unload it;
 // the KubeWriter removes the finalizer once they report it gone.
+//
+// A Module that fails validation (created while no webhook ran, or written before a rule
+// was added) keeps its last accepted version in force, if it had one; its problems go to
+// the Hub as the source's errors, so they reach its status (Accepted=False). They hold
+// nothing else back, with one exception: after a restart this run does not know the spec
+// an earlier run accepted, so a rejected Module with kmodd's finalizer (it was planned) is
+// held (SourceUpdate::held): the nodes that run it are sent nothing until it is fixed or
+// deleted, since their desired state would unload it. What a pull Secret look-up
+// found goes to the Hub too; a Secret that cannot be read is looked up again every
+// kMissingSecretRecheck, so that its Modules' status clears soon after it is created.
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -23,6 +35,7 @@
 #include "common/http/cancel.h"
 #include "common/log.h"
 #include "common/value.h"
+#include "controller/api/diagnostic.h"
 #include "controller/api/module.h"
 #include "controller/api/node.h"
 #include "controller/kube/client.h"
@@ -31,6 +44,10 @@
 namespace kmodd::source {
 
 // What the writer needs to know about one Module object besides its plan.
+// kmodd's finalizer: it goes on every Module in the plan (see KubeWriter), so a Module
+// that carries it may run on nodes even when this run never accepted it.
+inline constexpr char kUnloadFinalizer[] = "kmodd.io/unload";
+
 struct ModuleMeta {
   std::string ns;
   std::string name;
@@ -38,7 +55,11 @@ struct ModuleMeta {
   std::string resource_version;
   std::vector<std::string> finalizers;
   bool deleting = false;  // deletionTimestamp set
+  bool planned = false;   // a version of it is in the plan (set by KubeSource::Modules)
   std::string Key() const { return ns + "/" + name; }
+  bool HasUnloadFinalizer() const {
+    return std::find(finalizers.begin(), finalizers.end(), kUnloadFinalizer) != finalizers.end();
+  }
 };
 
 struct NodeMeta {
@@ -50,10 +71,18 @@ struct NodeMeta {
 // Conversions, pure, for tests. A Module or Node object as the API returns it (list items
 // lack kind and apiVersion; both are filled in). Errors name the object and the field.
 [[nodiscard]] absl::StatusOr<api::Module> ModuleFromObject(const Value& object);
+// The same, with every problem found (object "Module <namespace>/<name>", the field path,
+// the message) in `errors` when it returns nullopt.
+std::optional<api::Module> CheckModuleObject(const Value& object,
+                                             std::vector<api::Diagnostic>& errors);
 [[nodiscard]] absl::StatusOr<api::Node> NodeFromObject(const Value& object);
 ModuleMeta ModuleMetaFromObject(const Value& object);
 // The .dockerconfigjson of a kubernetes.io/dockerconfigjson Secret, decoded.
 [[nodiscard]] absl::StatusOr<std::string> DockerConfigFromSecret(const Value& secret);
+// What a failed look-up of pull Secret `key` ("<namespace>/<name>") means for the Modules
+// naming it; nullopt for a transient failure (the last state stays).
+std::optional<server::PullSecretState> PullSecretProblem(const std::string& key,
+                                                         const absl::Status& error);
 
 class KubeSource {
  public:
@@ -73,6 +102,7 @@ class KubeSource {
   bool Synced() const { return modules_synced_.load(); }
 
   static constexpr std::chrono::minutes kSecretRefresh{3};
+  static constexpr std::chrono::seconds kMissingSecretRecheck{5};
 
  private:
   // Logs a list-watch error: a 410 (relist follows) at info, anything else as a warning.
@@ -90,6 +120,10 @@ class KubeSource {
   // Reads the secrets the planned Modules name, then applies `changes` to the Hub.
   void Apply(ModuleChanges changes);
   void RefreshSecret(const std::string& key);
+  // Records the problems of a Module (none: accepted); true when they changed.
+  bool SetRejectedLocked(const std::string& key, std::vector<api::Diagnostic> errors);
+  // The rejected Modules this run never planned that carry kmodd's finalizer.
+  std::set<std::string> HeldLocked() const;
 
   kube::KubeClient& client_;
   server::Hub& hub_;
@@ -105,6 +139,15 @@ class KubeSource {
   std::map<std::string, ModuleMeta> metas_;          // every Module object, by key
   std::map<std::string, std::string> planned_rv_;    // Modules in the plan: resourceVersion
   std::map<std::string, std::string> secret_of_;     // Module key -> "<ns>/<secret>"
+  std::map<std::string, std::vector<api::Diagnostic>> rejected_;  // Module key -> problems
+  bool rejected_changed_ = false;  // since the Hub was last told
+  std::set<std::string> held_sent_;  // the last SourceUpdate::held
+  struct SecretCheck {
+    std::chrono::steady_clock::time_point next;  // when to look it up again
+    std::optional<server::PullSecretState> state;  // the last one reported (logged once)
+    std::string transient;  // the last transient error logged, until a state is known
+  };
+  std::map<std::string, SecretCheck> secret_checks_;  // by "<ns>/<secret>"
   std::map<std::string, NodeMeta> nodes_;
 };
 

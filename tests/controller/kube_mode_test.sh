@@ -4,9 +4,12 @@
 # an untolerated NoExecute taint is not counted), the KMM node labels and KMM's Events, the
 # finalizer on delete (and how long after the agents' unload report the labels go), a GKE
 # node (kernel 6.1.90+) labelled ready, a label the API server refuses holding back no
-# other, an API server restart with watch expiry (410 Gone: the controller relists and sees
-# a Module deleted and one created while it was not watching; leader failover:
-# kube_failover_test.sh).
+# other, `kmodd-controller status` on the status file, an invalid Module (no webhook here)
+# rejected in its status and never held by the finalizer, nor holding back the other
+# Modules when the controller restarts while it exists, a missing pull Secret reported on
+# its Module until it is created, an API server restart with watch expiry (410 Gone: the
+# controller relists and sees a Module deleted and one created while it was not watching;
+# leader failover: kube_failover_test.sh).
 # Without the harness (tools/kube/setup) it fails, never skips.
 #
 # usage: kube_mode_test.sh BIN_DIR SOURCE_DIR
@@ -102,27 +105,33 @@ start_agents() {  # NAME PORT [N PREFIX KERNEL]
   pids+=($!)
   eval "${1//-/_}_pid=$!"
 }
-module() {  # NAME [ROLE]
+module() {  # NAME [ROLE [REGEXP [SPEC_LINE]]]: a Module for the nodes with that role
+  local regexp=${3:-'^.+$'}
   k apply -f - >/dev/null <<YAML
 apiVersion: kmm.sigs.x-k8s.io/v1beta1
 kind: Module
 metadata: {name: $1, namespace: kmm-demo}
 spec:
   selector: {role: ${2:-worker}}
+  ${4:-}
   moduleLoader:
     container:
       modprobe: {moduleName: kmm_ci_a}
       kernelMappings:
-        - {regexp: '^.+$', containerImage: '127.0.0.1:5000/kmm-ci-a:\$KERNEL_FULL_VERSION'}
+        - {regexp: '$regexp', containerImage: '127.0.0.1:5000/kmm-ci-a:\$KERNEL_FULL_VERSION'}
 YAML
 }
 loader() { k get module -n kmm-demo "$1" -o jsonpath='{.status.moduleLoader.nodesMatchingSelectorNumber}/{.status.moduleLoader.desiredNumber}/{.status.moduleLoader.availableNumber}'; }
 ready_nodes() { k get nodes -l "kmm.node.kubernetes.io/kmm-demo.$1.ready" -o jsonpath='{.items[*].metadata.name}'; }
 status_is() { [[ $(loader "$1") == "$2" ]]; }
+cond() {  # MODULE TYPE FIELD: a field of one of the Module's status conditions
+  k get module -n kmm-demo "$1" -o jsonpath="{.status.conditions[?(@.type==\"$2\")].$3}"
+}
+cond_is() { [[ $(cond "$1" "$2" status) == "$3" ]]; }
 ready_is() { [[ $(ready_nodes "$1") == "$2" ]]; }
 
 step "controller and agents"
-start_controller ctl-a
+start_controller ctl-a --status-file "$dir/ctl-a-status.yaml"
 start_agents agents-a "$(port_of ctl-a)"
 until_ok 20 grep -q "connected 3" "$dir/agents-a.log" || fail "agents did not connect"
 
@@ -153,6 +162,13 @@ until_ok 10 kmm_events_are ModuleLoaded "Module kmm-demo/kmm-ci-a loaded into th
 [[ $(k get module -n kmm-demo kmm-ci-a -o jsonpath='{.metadata.finalizers}') == *kmodd.io/unload* ]] || fail "no finalizer"
 [[ $(k get module -n kmm-demo kmm-ci-a -o jsonpath='{.status.conditions[?(@.type=="Available")].status}') == True ]] ||
   fail "Available is not True"
+
+step "kmodd-controller status reads what the Kubernetes-mode controller writes"
+ctl_status() { "$bin/kmodd-controller" status --status-file "$dir/ctl-a-status.yaml" "$@"; }
+until_ok 10 bash -c "'$bin/kmodd-controller' status --status-file '$dir/ctl-a-status.yaml' | grep -Eq '^kmm-demo +kmm-ci-a +2 +2 +2 +False'" ||
+  fail "status has no row kmm-ci-a 2 2 2: $(ctl_status 2>&1)"
+ctl_status
+ctl_status --nodes | grep -Eq '^kmm-demo +kmm-ci-a +sim-0 +Loaded' || fail "status --nodes: $(ctl_status --nodes 2>&1)"
 
 step "delete it: unloaded first, labels gone within a second of the agents' report, then gone"
 k delete module -n kmm-demo kmm-ci-a --wait=false >/dev/null
@@ -223,6 +239,63 @@ k get events -n default --field-selector reason=NodeLabelRefused -o json | jq -e
   fail "NodeLabelRefused events: $(k get events -n default --field-selector reason=NodeLabelRefused -o json)"
 k delete validatingadmissionpolicybinding kmodd-test-refuse-label >/dev/null
 k delete validatingadmissionpolicy kmodd-test-refuse-label >/dev/null
+
+step "an invalid Module (no webhook): rejected in its status, naming the field; no finalizer"
+module kmm-ci-bad worker '^6\.1\.(['
+until_ok 20 cond_is kmm-ci-bad Accepted False ||
+  fail "no Accepted=False condition: $(k get module -n kmm-demo kmm-ci-bad -o jsonpath='{.status}')"
+msg=$(cond kmm-ci-bad Accepted message)
+echo "Accepted=False: $msg"
+[[ $msg == *'spec.moduleLoader.container.kernelMappings[0].regexp: '* ]] || fail "the condition does not name the field: $msg"
+[[ $(cond kmm-ci-bad Accepted reason) == Invalid ]] || fail "reason $(cond kmm-ci-bad Accepted reason)"
+[[ $(loader kmm-ci-bad) == 0/0/0 ]] || fail "a rejected Module's counters: $(loader kmm-ci-bad)"
+until_ok 10 bash -c "'$bin/kmodd-controller' status --status-file '$dir/ctl-a-status.yaml' | grep -q 'Module kmm-demo/kmm-ci-bad: spec.moduleLoader.container.kernelMappings\[0\].regexp: '" ||
+  fail "the status file does not list the rejection: $(ctl_status 2>&1)"
+module_warning() {  # MODULE REASON: the Warning Events about the Module with that reason
+  k get events -n kmm-demo --field-selector "involvedObject.kind=Module,involvedObject.name=$1,reason=$2,type=Warning" \
+    -o jsonpath='{.items[*].message}'
+}
+until_ok 10 bash -c "kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get events -n kmm-demo --field-selector involvedObject.name=kmm-ci-bad,reason=Rejected,type=Warning -o name | grep -q ." ||
+  fail "no Warning Event Rejected on the Module: $(k get events -n kmm-demo)"
+[[ $(module_warning kmm-ci-bad Rejected) == "$msg" ]] || fail "the Event says '$(module_warning kmm-ci-bad Rejected)', not the condition's message"
+
+step "a Module whose pull Secret is missing says so until the Secret is created"
+module kmm-ci-s worker '' 'imageRepoSecret: {name: kmm-ci-pull}'
+until_ok 20 status_is kmm-ci-s 2/2/2 || fail "status.moduleLoader is $(loader kmm-ci-s), want 2/2/2"
+until_ok 10 cond_is kmm-ci-s PullSecretResolved False ||
+  fail "no PullSecretResolved=False condition: $(k get module -n kmm-demo kmm-ci-s -o jsonpath='{.status.conditions}')"
+msg=$(cond kmm-ci-s PullSecretResolved message)
+echo "PullSecretResolved=False: $msg"
+[[ $msg == *'Secret kmm-demo/kmm-ci-pull'* && $msg == *'not found'* ]] || fail "the condition does not name the Secret: $msg"
+[[ $(cond kmm-ci-s PullSecretResolved reason) == NotFound ]] || fail "reason $(cond kmm-ci-s PullSecretResolved reason)"
+until_ok 10 bash -c "kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get events -n kmm-demo --field-selector involvedObject.name=kmm-ci-s,reason=PullSecretNotFound,type=Warning -o name | grep -q ." ||
+  fail "no Warning Event PullSecretNotFound on the Module: $(k get events -n kmm-demo)"
+[[ $(module_warning kmm-ci-s PullSecretNotFound) == "$msg" ]] || fail "the Event says '$(module_warning kmm-ci-s PullSecretNotFound)'"
+# Many writer passes have run since kmm-ci-bad was seen: a finalizer would be there by now.
+[[ -z $(k get module -n kmm-demo kmm-ci-bad -o jsonpath='{.metadata.finalizers}') ]] ||
+  fail "the rejected Module has finalizers $(k get module -n kmm-demo kmm-ci-bad -o jsonpath='{.metadata.finalizers}')"
+[[ $(k get module -n kmm-demo kmm-ci-s -o jsonpath='{.metadata.finalizers}') == *kmodd.io/unload* ]] ||
+  fail "the Module in force has no finalizer"
+
+step "a controller restarted while the never-accepted Module is rejected still serves the others"
+kill "$ctl_a_pid" "$agents_a_pid"
+wait "$ctl_a_pid" "$agents_a_pid" 2>/dev/null || true
+start_controller ctl-a --status-file "$dir/ctl-a-status.yaml"
+start_agents agents-a "$(port_of ctl-a)"
+until_ok 20 grep -q "connected 3" "$dir/agents-a.log" || fail "after the restart the agents' hellos were not answered"
+module kmm-ci-x
+until_ok 20 status_is kmm-ci-x 2/2/2 || fail "after the restart kmm-ci-x is $(loader kmm-ci-x), want 2/2/2"
+k delete module -n kmm-demo kmm-ci-x --wait=false >/dev/null
+until_ok 20 bash -c "! kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get module -n kmm-demo kmm-ci-x" || fail "kmm-ci-x still there"
+timeout 20 kubectl --kubeconfig "$KMODD_KUBE_KUBECONFIG" delete module -n kmm-demo kmm-ci-bad >/dev/null ||
+  fail "the rejected Module could not be deleted"
+k create secret docker-registry kmm-ci-pull -n kmm-demo --docker-server=127.0.0.1:5000 \
+  --docker-username=ci --docker-password=ci >/dev/null
+until_ok 30 cond_is kmm-ci-s PullSecretResolved True ||
+  fail "PullSecretResolved is still $(cond kmm-ci-s PullSecretResolved status): $(cond kmm-ci-s PullSecretResolved message)"
+echo "PullSecretResolved=True: $(cond kmm-ci-s PullSecretResolved message)"
+k delete module -n kmm-demo kmm-ci-s --wait=false >/dev/null
+until_ok 20 bash -c "! kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get module -n kmm-demo kmm-ci-s" || fail "kmm-ci-s still there"
 
 step "API server restart and watch expiry: a stopped controller relists and sees what it missed"
 module kmm-ci-b

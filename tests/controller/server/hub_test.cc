@@ -171,3 +171,42 @@ TEST_CASE("hub sends nothing until the Modules have once been read without error
   REQUIRE(s.pushed.size() == 1);
   CHECK(s.Last().modules_size() == 2);
 }
+
+TEST_CASE("hub: a held Module holds back only the nodes that report it, until it is removed") {
+  Harness h;
+  // As KubeSource says it after a restart: b is rejected, an earlier run planned it.
+  SourceUpdate start = Set(MakeModule("a", "r/a:1"));
+  start.errors.push_back(kmodd::api::Diagnostic{"", 0, "Module demo/b", "spec", "bad"});
+  start.errors_hold_all = false;
+  start.held = {"demo/b"};
+  h.hub.ApplySource(start);
+  FakeStream runs_b;
+  FakeStream other;
+  kmodd::v1::NodeReport hello;
+  *hello.mutable_node() = Info("w1", true);
+  auto* b = hello.add_modules();
+  b->set_namespace_("demo");
+  b->set_name("b");
+  b->set_phase(kmodd::v1::LOADED);
+  REQUIRE(h.hub.Hello(&runs_b, hello.node()).ok());
+  CHECK(runs_b.pushed.empty());  // what it runs is not known yet
+  REQUIRE(h.hub.Report(&runs_b, hello).ok());
+  CHECK(runs_b.pushed.empty());  // it runs b: a push would unload it
+  hello.clear_modules();
+  *hello.mutable_node() = Info("w2", true);
+  REQUIRE(h.hub.Hello(&other, hello.node()).ok());
+  CHECK(other.pushed.empty());
+  REQUIRE(h.hub.Report(&other, hello).ok());
+  REQUIRE(other.pushed.size() == 1);
+  CHECK(other.Last().modules_size() == 1);
+  CHECK(h.hub.Status().serving);
+
+  // Deleted: nothing is held, and w1 is told to unload it (a is all it should run).
+  SourceUpdate deleted;
+  deleted.errors_hold_all = false;
+  h.hub.ApplySource(deleted);
+  REQUIRE(runs_b.pushed.size() == 1);
+  CHECK(runs_b.Last().modules_size() == 1);
+  CHECK(runs_b.Last().modules(0).name() == "a");
+  CHECK(other.pushed.size() == 1);  // nothing changed for it
+}

@@ -2,7 +2,20 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstdio>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "controller/kube/clock.h"
+#include "controller/kube/events.h"
+#include "controller/server/hub.h"
+#include "controller/source/kube_source.h"
 
 #include "controller/kube/fake_client.h"
 #include "controller/kube/json.h"
@@ -98,12 +111,12 @@ TEST_CASE("the label patch adds, changes and removes only kmodd's labels") {
   CHECK_FALSE(LabelPatch(after, desired));
 }
 
-TEST_CASE("the finalizer is added to every Module and removed once no connected agent reports it") {
-  ModuleMeta fresh{"ns", "a", "u1", "5", {}, false};
-  ModuleMeta held{"ns", "a", "u1", "6", {"other.io/x", "kmodd.io/unload"}, false};
+TEST_CASE("the finalizer is added to every planned Module and removed once no connected agent reports it") {
+  ModuleMeta fresh{"ns", "a", "u1", "5", {}, false, true};
+  ModuleMeta held{"ns", "a", "u1", "6", {"other.io/x", "kmodd.io/unload"}, false, true};
   ModuleMeta deleting = held;
   deleting.deleting = true;
-  ModuleMeta released{"ns", "a", "u1", "8", {"other.io/x"}, true};
+  ModuleMeta released{"ns", "a", "u1", "8", {"other.io/x"}, true, false};
   CHECK(NextFinalizerAction(fresh, false) == FinalizerAction::kAdd);
   CHECK(NextFinalizerAction(held, true) == FinalizerAction::kNone);
   CHECK(NextFinalizerAction(deleting, true) == FinalizerAction::kNone);
@@ -116,12 +129,26 @@ TEST_CASE("the finalizer is added to every Module and removed once no connected 
         R"({"metadata":{"finalizers":["other.io/x"],"resourceVersion":"6"}})");
 }
 
+TEST_CASE("a Module rejected before it was ever accepted is not held by the finalizer") {
+  ModuleMeta rejected{"ns", "bad", "u1", "5", {}, false, false};
+  CHECK(NextFinalizerAction(rejected, false) == FinalizerAction::kNone);
+  // Accepted once, rejected since: its last accepted version runs, so it keeps the finalizer
+  // and is unloaded on delete like any Module.
+  ModuleMeta was_valid{"ns", "a", "u1", "6", {"kmodd.io/unload"}, false, true};
+  CHECK(NextFinalizerAction(was_valid, true) == FinalizerAction::kNone);
+  // Held from an earlier run, never accepted by this one: released on delete once no agent
+  // reports it.
+  ModuleMeta old{"ns", "a", "u1", "7", {"kmodd.io/unload"}, true, false};
+  CHECK(NextFinalizerAction(old, false) == FinalizerAction::kRemove);
+  CHECK(NextFinalizerAction(old, true) == FinalizerAction::kNone);
+}
+
 TEST_CASE("a finalizer patch computed from a stale Module is refused, not applied over a newer list") {
   kmodd::kube::FakeKubeClient api;
   const std::string coll = kmodd::kube::ResourcePath("kmm.sigs.x-k8s.io/v1beta1", "modules", "ns");
   auto created = api.Create(coll, Value(Value::Map{{"metadata", Value(Value::Map{{"name", "a"}})}}));
   REQUIRE(created.ok());
-  ModuleMeta m{"ns", "a", "", kmodd::kube::StringAt(*created, {"metadata", "resourceVersion"}), {}, false};
+  ModuleMeta m{"ns", "a", "", kmodd::kube::StringAt(*created, {"metadata", "resourceVersion"}), {}, false, true};
   const std::string path = coll + "/a";
   REQUIRE(api.MergePatch(path, FinalizerPatch(m, FinalizerAction::kAdd)).ok());
   // m is now stale: the same patch again is a conflict.
@@ -130,4 +157,219 @@ TEST_CASE("a finalizer patch computed from a stale Module is refused, not applie
   REQUIRE(now.ok());
   CHECK(kmodd::ToJsonLine(*kmodd::kube::Lookup(*now, {"metadata", "finalizers"})) ==
         R"(["kmodd.io/unload"])");
+}
+
+namespace {
+
+// Polls `done` every 10 ms for at most 10 s.
+bool Eventually(const std::function<bool()>& done) {
+  for (int i = 0; i < 1000; ++i) {
+    if (done()) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return done();
+}
+
+// A stream the hub pushes to from the source's thread while the test reads it.
+struct LockedStream : kmodd::server::AgentStream {
+  void Push(std::shared_ptr<const kmodd::v1::NodeDesired> d) override {
+    std::lock_guard lock(mu);
+    pushed.push_back(std::move(d));
+  }
+  void Close(const absl::Status&) override {}
+  // The module names of every push, "a,b" each.
+  std::vector<std::string> Pushes() {
+    std::lock_guard lock(mu);
+    std::vector<std::string> out;
+    for (const auto& d : pushed) {
+      std::string names;
+      for (const auto& m : d->modules()) {
+        absl::StrAppend(&names, names.empty() ? "" : ",", m.name());
+      }
+      out.push_back(names);
+    }
+    return out;
+  }
+  std::mutex mu;
+  std::vector<std::shared_ptr<const kmodd::v1::NodeDesired>> pushed;
+};
+
+// A Module in namespace ns for the workers; `extra` goes into metadata.
+Value ModuleObject(const std::string& name, const std::string& regexp,
+                   const std::string& extra = "") {
+  auto m = kmodd::kube::ParseJson(absl::StrCat(
+      R"({"metadata":{"name":")", name, "\"", extra,
+      R"(},"spec":{"selector":{"role":"worker"},"moduleLoader":{"container":{)",
+      R"("modprobe":{"moduleName":"m"},"kernelMappings":[{"regexp":")", regexp,
+      R"(","containerImage":"r/m:1"}]}}}})"));
+  REQUIRE(m.ok());
+  return *m;
+}
+
+void CreateWorker(kmodd::kube::FakeKubeClient& api, const std::string& name) {
+  auto n = kmodd::kube::ParseJson(absl::StrCat(
+      R"({"metadata":{"name":")", name, R"(","labels":{"role":"worker"}},)",
+      R"("status":{"nodeInfo":{"kernelVersion":"6.1.0-27-cloud-amd64","bootID":"b1",)",
+      R"("architecture":"amd64"}}})"));
+  REQUIRE(n.ok());
+  REQUIRE(api.Create(kmodd::kube::ResourcePath("v1", "nodes"), *n).ok());
+}
+
+// An agent's hello: the node, and what it runs (Module ns/<name>, Loaded).
+void Connect(kmodd::server::Hub& hub, LockedStream& s, const std::string& node,
+             const std::vector<std::string>& running) {
+  kmodd::v1::NodeReport hello;
+  hello.mutable_node()->set_name(node);
+  hello.mutable_node()->set_kernel_release("6.1.0-27-cloud-amd64");
+  for (const std::string& name : running) {
+    kmodd::v1::ModuleStatus* m = hello.add_modules();
+    m->set_namespace_("ns");
+    m->set_name(name);
+    m->set_phase(kmodd::v1::LOADED);
+  }
+  REQUIRE(hub.Hello(&s, hello.node()).ok());  // as SyncServer does: Hello, then Report
+  REQUIRE(hub.Report(&s, hello).ok());
+}
+
+std::string AcceptedMessage(kmodd::server::Hub& hub, const std::string& name) {
+  for (const auto& m : hub.Status().modules) {
+    for (const auto& c : m.conditions) {
+      if (m.name == name && c.type == "Accepted") {
+        return c.message;
+      }
+    }
+  }
+  return "";
+}
+
+std::string ConditionOf(const Value& module, const std::string& type, const char* field) {
+  const Value* list = kmodd::kube::Lookup(module, {"status", "conditions"});
+  if (list == nullptr || !list->IsList()) {
+    return "";
+  }
+  for (const Value& c : list->AsList()) {
+    if (kmodd::kube::StringAt(c, {"type"}) == type) {
+      return kmodd::kube::StringAt(c, {field});
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("Kubernetes mode: a Module rejected at start is in its status, unheld, and holds back nothing") {
+  std::FILE* devnull = std::fopen("/dev/null", "w");
+  kmodd::Logger log(devnull);
+  kmodd::kube::FakeKubeClient api;
+  const std::string modules = kmodd::kube::ResourcePath("kmm.sigs.x-k8s.io/v1beta1", "modules", "ns");
+  auto module = [](const char* regexp) { return ModuleObject("bad", regexp); };
+  // A restart: the API holds one valid Module and one never accepted (no finalizer).
+  CreateWorker(api, "w1");
+  REQUIRE(api.Create(modules, ModuleObject("good", "^6\\\\.1\\\\.")).ok());
+  REQUIRE(api.Create(modules, module("^6\\\\.1\\\\.([")).ok());
+  kmodd::server::HubOptions options{"run", std::chrono::minutes(10)};
+  options.nodes_from_api = true;
+  kmodd::server::Hub hub(options, [] { return int64_t{1'700'000'000'000}; }, log);
+  kmodd::source::KubeSource source(api, hub, log);
+  kmodd::kube::FakeClock clock;
+  kmodd::kube::EventRecorder events(api, clock, "kmodd-controller", "test");
+  kmodd::server::KubeWriter writer(api, hub, source, events, [] { return true; }, log);
+  source.Start();
+  REQUIRE(Eventually([&] { return source.Synced(); }));
+
+  // It reached no node, so it holds nothing back: the valid Module is sent.
+  LockedStream w1;
+  Connect(hub, w1, "w1", {});
+  CHECK(w1.Pushes() == std::vector<std::string>{"good"});
+  CHECK(AcceptedMessage(hub, "bad").find("not planned on any node until this is fixed") !=
+        std::string::npos);
+  writer.SyncOnce();
+  // The status write changed the object: once the source has seen that, a second pass
+  // works from the current resourceVersion, where a finalizer patch could not conflict.
+  REQUIRE(Eventually([&] {
+    auto now = api.Get(modules + "/bad");
+    auto metas = source.Modules();
+    return now.ok() && metas.size() == 2 && metas[0].name == "bad" &&
+           metas[0].resource_version ==
+               kmodd::kube::StringAt(*now, {"metadata", "resourceVersion"});
+  }));
+  writer.SyncOnce();
+  for (const std::string& call : api.calls()) {
+    CHECK(call != "PATCH " + modules + "/bad");  // no finalizer write was even tried
+  }
+  auto bad = api.Get(modules + "/bad");
+  REQUIRE(bad.ok());
+  CHECK(ConditionOf(*bad, "Accepted", "status") == "False");
+  CHECK(ConditionOf(*bad, "Accepted", "message")
+            .find("spec.moduleLoader.container.kernelMappings[0].regexp: ") == 0);
+  CHECK(kmodd::kube::Lookup(*bad, {"metadata", "finalizers"}) == nullptr);
+  const auto warnings = api.Objects(kmodd::kube::ResourcePath("v1", "events", "ns"));
+  REQUIRE(warnings.size() == 1);
+  CHECK(kmodd::kube::StringAt(warnings.begin()->second, {"reason"}) == "Rejected");
+  CHECK(kmodd::kube::StringAt(warnings.begin()->second, {"type"}) == "Warning");
+
+  // Fixed: accepted, planned, sent, and from now on held by the finalizer.
+  REQUIRE(api.MergePatch(modules + "/bad", module("^6\\\\.1\\\\.")).ok());
+  REQUIRE(Eventually([&] {
+    const auto pushes = w1.Pushes();
+    return !pushes.empty() && pushes.back() == "bad,good";
+  }));
+  // A finalizer patch made from a resourceVersion the status write just replaced is
+  // refused (409) and made again at the next pass, as in the controller's loop.
+  REQUIRE(Eventually([&] {
+    writer.SyncOnce();
+    bad = api.Get(modules + "/bad");
+    return bad.ok() && kmodd::kube::Lookup(*bad, {"metadata", "finalizers"}) != nullptr;
+  }));
+  CHECK(ConditionOf(*bad, "Accepted", "status") == "True");
+  CHECK(kmodd::ToJsonLine(*kmodd::kube::Lookup(*bad, {"metadata", "finalizers"})) ==
+        R"(["kmodd.io/unload"])");
+  source.Stop();
+  std::fclose(devnull);
+}
+
+TEST_CASE("Kubernetes mode: after a restart a rejected Module with the finalizer stays on the nodes that run it") {
+  std::FILE* devnull = std::fopen("/dev/null", "w");
+  kmodd::Logger log(devnull);
+  kmodd::kube::FakeKubeClient api;
+  const std::string modules = kmodd::kube::ResourcePath("kmm.sigs.x-k8s.io/v1beta1", "modules", "ns");
+  // Accepted by the controller's previous run (so it has the finalizer), edited invalid
+  // since: this run does not know the spec w1 runs.
+  const std::string finalized = R"(,"finalizers":["kmodd.io/unload"])";
+  CreateWorker(api, "w1");
+  CreateWorker(api, "w2");
+  REQUIRE(api.Create(modules, ModuleObject("good", "^6\\\\.1\\\\.")).ok());
+  REQUIRE(api.Create(modules, ModuleObject("old", "^6\\\\.1\\\\.([", finalized)).ok());
+  kmodd::server::HubOptions options{"run", std::chrono::minutes(10)};
+  options.nodes_from_api = true;
+  kmodd::server::Hub hub(options, [] { return int64_t{1'700'000'000'000}; }, log);
+  kmodd::source::KubeSource source(api, hub, log);
+  source.Start();
+  REQUIRE(Eventually([&] { return source.Synced(); }));
+
+  LockedStream w1;
+  LockedStream w2;
+  Connect(hub, w1, "w1", {"old"});
+  Connect(hub, w2, "w2", {});
+  // w2 does not run it: it gets the rest. w1 would be told to unload it: it gets nothing,
+  // and keeps what it runs.
+  CHECK(w2.Pushes() == std::vector<std::string>{"good"});
+  CHECK(w1.Pushes().empty());
+  CHECK(AcceptedMessage(hub, "old").find("nodes that run it are sent nothing") !=
+        std::string::npos);
+
+  // Fixed: planned, and w1 gets everything, the Module included.
+  REQUIRE(api.MergePatch(modules + "/old", ModuleObject("old", "^6\\\\.1\\\\.")).ok());
+  REQUIRE(Eventually([&] { return !w1.Pushes().empty(); }));
+  CHECK(w1.Pushes() == std::vector<std::string>{"good,old"});
+  CHECK(w2.Pushes() == std::vector<std::string>{"good", "good,old"});
+
+  // Rejected again, now with its spec known: everyone keeps it.
+  REQUIRE(api.MergePatch(modules + "/old", ModuleObject("old", "(")).ok());
+  REQUIRE(Eventually([&] { return AcceptedMessage(hub, "old").find("stays in force") != std::string::npos; }));
+  CHECK(w1.Pushes().size() == 1);
+  source.Stop();
+  std::fclose(devnull);
 }

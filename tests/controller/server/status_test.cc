@@ -15,10 +15,12 @@ using kmodd::server::StatusInput;
 
 namespace {
 
-kmodd::api::Module MakeModule(const std::string& name) {
+kmodd::api::Module MakeModule(const std::string& name, const std::string& secret = "") {
   auto m = kmodd::api::DecodeModule(absl::StrCat(
       "apiVersion: kmm.sigs.x-k8s.io/v1beta1\nkind: Module\nmetadata: {name: ", name,
-      ", namespace: demo}\nspec:\n  selector: {role: worker}\n  moduleLoader:\n    container:\n"
+      ", namespace: demo}\nspec:\n  selector: {role: worker}\n",
+      secret.empty() ? "" : absl::StrCat("  imageRepoSecret: {name: ", secret, "}\n"),
+      "  moduleLoader:\n    container:\n"
       "      modprobe: {moduleName: m}\n      kernelMappings:\n"
       "        - {regexp: '^6\\.1\\.', containerImage: 'r/m:1'}\n"));
   REQUIRE(m.ok());
@@ -51,8 +53,11 @@ ReportedModule Reported(const std::string& phase, const std::string& message = "
 // The fleet: n1..n4 as named below, Module demo/a for workers on 6.1 kernels.
 struct Fleet {
   std::vector<NodeRecord> records;
+  std::string secret;  // demo/a's imageRepoSecret
+  std::vector<kmodd::api::Diagnostic> errors;
+  std::map<std::string, kmodd::server::PullSecretState> secrets;
   ControllerStatus Run() {
-    auto r = kmodd::plan::PlanOnce({MakeModule("a")},
+    auto r = kmodd::plan::PlanOnce({MakeModule("a", secret)},
                                    {MakeNode("n1-loaded", true, "6.1.0-27-cloud-amd64"),
                                     MakeNode("n2-new", true, "6.1.0-27-cloud-amd64"),
                                     MakeNode("n3-other", false, "6.1.0-27-cloud-amd64"),
@@ -65,11 +70,22 @@ struct Fleet {
     for (const auto& rec : records) {
       in.nodes.push_back(&rec);
     }
+    in.errors = errors;
+    in.pull_secrets = secrets;
     in.run_id = "run1";
     in.now_unix_ms = 1'700'000'002'000;
     return Aggregate(in);
   }
 };
+
+const kmodd::server::Condition* Cond(const ModuleState& m, const std::string& type) {
+  for (const auto& c : m.conditions) {
+    if (c.type == type) {
+      return &c;
+    }
+  }
+  return nullptr;
+}
 
 const NodeModuleStatus* Row(const ModuleState& m, const std::string& node) {
   for (const auto& r : m.nodes) {
@@ -202,4 +218,69 @@ TEST_CASE("status document reads back as written, rejected manifests included") 
   const kmodd::Value& loader =
       *v.Find("modules")->AsList().at(0).Find("status")->Find("moduleLoader");
   CHECK(loader.Find("desiredNumber")->AsInt() == 2);
+}
+
+TEST_CASE("status: a Module whose spec passed validation is Accepted") {
+  Fleet f;
+  ControllerStatus s = f.Run();
+  const kmodd::server::Condition* c = Cond(s.modules[0], "Accepted");
+  REQUIRE(c != nullptr);
+  CHECK(*c == kmodd::server::Condition{"Accepted", "True", "Valid", "the spec passed validation"});
+  CHECK(Cond(s.modules[0], "PullSecretResolved") == nullptr);  // it names no Secret
+}
+
+TEST_CASE("status: a rejected Module names its fields; one accepted before keeps that spec") {
+  Fleet f;
+  const std::string regexp = "spec.moduleLoader.container.kernelMappings[0].regexp";
+  f.errors = {{"", 0, "Module demo/a", regexp, "\"(\" is not a valid regular expression"},
+              {"", 0, "Module demo/a", "spec.selector", "required"},
+              {"", 0, "Module demo/new", regexp, "bad"},
+              {"/d/x.yaml", 3, "", "", "not YAML"}};
+  ControllerStatus s = f.Run();
+  REQUIRE(s.modules.size() == 2);
+  // demo/a is in force at its last accepted spec: counted, planned, Accepted=False.
+  const ModuleState& a = s.modules[0];
+  CHECK(a.name == "a");
+  CHECK(a.module_loader.desired_number == 2);
+  CHECK(*Cond(a, "Accepted") ==
+        kmodd::server::Condition{"Accepted", "False", "Invalid",
+                                 regexp + ": \"(\" is not a valid regular expression; "
+                                          "spec.selector: required; the last accepted spec "
+                                          "stays in force until this is fixed"});
+  // demo/new was never accepted: listed, so that its status can say why, with no counts.
+  const ModuleState& fresh = s.modules[1];
+  CHECK(fresh.namespace_ == "demo");
+  CHECK(fresh.name == "new");
+  CHECK(fresh.module_loader.nodes_matching_selector_number == 0);
+  CHECK(fresh.module_loader.desired_number == 0);
+  CHECK(fresh.nodes.empty());
+  CHECK(Cond(fresh, "Accepted")->message ==
+        regexp + ": bad; not planned on any node until this is fixed");
+  CHECK(Cond(fresh, "Available")->reason == "NoTargetNodes");
+}
+
+TEST_CASE("status: a Module's pull Secret, once looked up, is reported by a condition") {
+  Fleet f;
+  f.secret = "pull";
+  CHECK(Cond(f.Run().modules[0], "PullSecretResolved") == nullptr);  // not looked up
+  f.secrets["demo/pull"] = {false, "NotFound", "Secret demo/pull (spec.imageRepoSecret) not found"};
+  f.secrets["demo/other"] = {true, "", ""};
+  CHECK(*Cond(f.Run().modules[0], "PullSecretResolved") ==
+        kmodd::server::Condition{"PullSecretResolved", "False", "NotFound",
+                                 "Secret demo/pull (spec.imageRepoSecret) not found"});
+  f.secrets["demo/pull"] = {true, "", ""};
+  const kmodd::server::Condition* c = Cond(f.Run().modules[0], "PullSecretResolved");
+  CHECK(c->status == "True");
+  CHECK(c->reason == "Found");
+}
+
+TEST_CASE("status document says when this replica serves no agents or sends nothing") {
+  Fleet f;
+  ControllerStatus s = f.Run();
+  CHECK(kmodd::server::ToValue(s).Find("active") == nullptr);
+  s.active = false;
+  s.serving = false;
+  kmodd::Value v = kmodd::server::ToValue(s);
+  CHECK_FALSE(v.Find("active")->AsBool());
+  CHECK_FALSE(v.Find("serving")->AsBool());
 }

@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "controller/kube/json.h"
 
 TEST_CASE("a Node object becomes the planner's Node: labels, taints, kernel and boot id") {
@@ -52,4 +54,46 @@ TEST_CASE("a pull secret's .dockerconfigjson is decoded; another type is refused
   auto opaque = kmodd::kube::ParseJson(R"({"metadata":{"name":"x","namespace":"ns"},"data":{"k":"dg=="}})");
   REQUIRE(opaque.ok());
   CHECK(absl::IsFailedPrecondition(kmodd::source::DockerConfigFromSecret(*opaque).status()));
+}
+
+TEST_CASE("a rejected Module object yields every problem, each naming the Module and the field") {
+  auto bad = kmodd::kube::ParseJson(R"({"metadata":{"name":"b","namespace":"ns"},
+    "spec":{"selector":{"role":"worker"},"moduleLoader":{"container":{"modprobe":{"moduleName":"m"},
+      "kernelMappings":[{"regexp":"^6\\.1\\.([","containerImage":""},{"literal":"6.1.0","containerImage":"r/m"}]}}}})");
+  REQUIRE(bad.ok());
+  std::vector<kmodd::api::Diagnostic> errors;
+  CHECK_FALSE(kmodd::source::CheckModuleObject(*bad, errors));
+  REQUIRE(errors.size() >= 2);
+  std::vector<std::string> paths;
+  for (const auto& e : errors) {
+    CHECK(e.object == "Module ns/b");
+    CHECK(e.source.empty());  // no file: the API server has no lines
+    paths.push_back(e.path);
+  }
+  CHECK(std::count(paths.begin(), paths.end(),
+                   "spec.moduleLoader.container.kernelMappings[0].regexp") == 1);
+  CHECK(std::count(paths.begin(), paths.end(),
+                   "spec.moduleLoader.container.kernelMappings[1].containerImage") == 1);
+}
+
+TEST_CASE("a pull Secret look-up failure says what to do, or nothing when it is transient") {
+  using kmodd::source::PullSecretProblem;
+  auto missing = PullSecretProblem("ns/pull", absl::NotFoundError("GET ...: 404 NotFound"));
+  REQUIRE(missing);
+  CHECK_FALSE(missing->readable);
+  CHECK(missing->reason == "NotFound");
+  CHECK(missing->message.find("Secret ns/pull (spec.imageRepoSecret) not found: create it in "
+                              "namespace ns (kubectl create secret docker-registry pull -n ns") ==
+        0);
+  auto opaque = PullSecretProblem(
+      "ns/pull", absl::FailedPreconditionError("Secret ns/pull has no .dockerconfigjson"));
+  REQUIRE(opaque);
+  CHECK(opaque->reason == "WrongType");
+  CHECK(opaque->message.find("Secret ns/pull has no .dockerconfigjson: make it a "
+                             "kubernetes.io/dockerconfigjson Secret") == 0);
+  auto forbidden = PullSecretProblem("ns/pull", absl::PermissionDeniedError("403 Forbidden"));
+  REQUIRE(forbidden);
+  CHECK(forbidden->reason == "Forbidden");
+  CHECK(forbidden->message.find("ClusterRole kmodd-controller") != std::string::npos);
+  CHECK_FALSE(PullSecretProblem("ns/pull", absl::UnavailableError("connection refused")));
 }
