@@ -7,9 +7,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/http/status.h"
+#include "common/http/url.h"
 #include "node-agent/image/sha256.h"
 
 namespace kmodd::image {
@@ -171,6 +173,38 @@ std::string RegistryClient::Url(const ImageRef& ref, const std::string& path) co
                       ref.repository, path);
 }
 
+absl::Status RegistryClient::CheckRealm(const ImageRef& ref, const std::string& realm) const {
+  absl::StatusOr<http::Url> to = http::ParseUrl(realm);
+  absl::StatusOr<http::Url> registry = http::ParseUrl(Url(ref, ""));
+  if (!to.ok() || !registry.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "registry ", ref.ApiHost(), " names the token realm \"", realm,
+        "\", which is not an http(s) URL: the pull secret's credentials are not sent to it"));
+  }
+  // A host is its name as written: the operator chose this registry's transport for this
+  // name, so a token service on another port of it is trusted alike.
+  const bool same_host = absl::EqualsIgnoreCase(to->host, registry->host);
+  std::string why;
+  if (to->IsHttps()) {
+    if (!same_host && options_.skip_tls_verify) {
+      why = "it is on another host than the registry and TLS verification is off "
+            "(insecureSkipTLSVerify)";
+    }
+  } else if (!same_host) {
+    why = "it is plain HTTP on another host than the registry";
+  } else if (!options_.plain_http) {
+    why = "it is plain HTTP and the registry is not configured insecure (registryTLS.insecure)";
+  }
+  if (why.empty()) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "registry ", ref.ApiHost(), " names the token realm ", realm,
+      ": the pull secret's credentials are not sent there because ", why,
+      "; kmodd sends them only over verified HTTPS, or in clear to the host of a registry "
+      "configured insecure"));
+}
+
 absl::Status RegistryClient::Authorize(const ImageRef& ref, const http::Response& challenge) {
   const std::string key = ref.ApiHost() + "/" + ref.repository;
   for (const auto& header : challenge.headers.GetAll("WWW-Authenticate")) {
@@ -198,6 +232,9 @@ absl::Status RegistryClient::Authorize(const ImageRef& ref, const http::Response
       http::Request req;
       req.url = url;
       if (options_.credentials) {
+        if (auto s = CheckRealm(ref, params["realm"]); !s.ok()) {
+          return s;
+        }
         req.headers.Set("Authorization",
                         "Basic " + absl::Base64Escape(options_.credentials->username + ":" +
                                                       options_.credentials->password));
