@@ -173,6 +173,23 @@ std::string RegistryClient::Url(const ImageRef& ref, const std::string& path) co
                       ref.repository, path);
 }
 
+absl::Status RegistryClient::Refused(const ImageRef& ref, const http::Response& resp) const {
+  // After the challenge was answered: the registry refuses these credentials (or their
+  // absence). Unauthenticated, not HTTP's PermissionDenied, for a 403 too: what to do is the
+  // same (fix the pull secret or the account's access, then the retry succeeds), and
+  // PermissionDenied is the kernel's "not permitted" (lockdown, signatures) to the agent.
+  const std::string who =
+      options_.credentials
+          ? absl::StrCat("the credentials of the pull secret (user \"",
+                         options_.credentials->username, "\")")
+          : std::string("anonymous access");
+  return absl::UnauthenticatedError(absl::StrCat(
+      "registry ", ref.ApiHost(), " refused ", who, " for ", ref.repository,
+      options_.credentials ? "; check imageRepoSecret and its access to the repository"
+                           : "; set imageRepoSecret to a pull secret for this registry",
+      ": ", http::StatusOf(resp).message()));
+}
+
 absl::Status RegistryClient::CheckRealm(const ImageRef& ref, const std::string& realm) const {
   absl::StatusOr<http::Url> to = http::ParseUrl(realm);
   absl::StatusOr<http::Url> registry = http::ParseUrl(Url(ref, ""));
@@ -319,6 +336,9 @@ absl::StatusOr<std::pair<std::string, std::string>> RegistryClient::GetManifest(
     return absl::NotFoundError(
         absl::StrCat("manifest ", ref.ApiHost(), "/", ref.repository, ":", reference, " not found"));
   }
+  if (resp->status == 401 || resp->status == 403) {
+    return Refused(ref, *resp);
+  }
   if (auto s = http::StatusOf(*resp); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("manifest ", ref.ToString(), ": ", s.message()));
   }
@@ -424,6 +444,9 @@ absl::Status RegistryClient::FetchBlob(const ImageRef& ref, const Descriptor& bl
     }
     if (resp->status == 404) {
       return absl::NotFoundError(absl::StrCat("blob ", blob.digest, " not found in ", ref.ToString()));
+    }
+    if (resp->status == 401 || resp->status == 403) {
+      return Refused(ref, *resp);
     }
     if (auto s = http::StatusOf(*resp); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("blob ", blob.digest, ": ", s.message()));

@@ -104,6 +104,8 @@ class RegistryClient {
   // verified HTTPS, or to the registry's own host when it is configured insecure. Never to
   // another host in clear: a registry (or whoever answers for it over HTTP) names the realm.
   absl::Status CheckRealm(const ImageRef& ref, const std::string& realm) const;
+  // A 401 or 403 left after authorizing: the registry refused the pull (Unauthenticated).
+  absl::Status Refused(const ImageRef& ref, const http::Response& resp) const;
   absl::StatusOr<std::pair<std::string, std::string>> GetManifest(const ImageRef& ref,
                                                                   const std::string& reference);
 

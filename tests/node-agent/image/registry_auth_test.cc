@@ -3,12 +3,15 @@
 // (plain HTTP); never to another host in clear.
 #include <catch2/catch.hpp>
 
+#include <cerrno>
 #include <string>
 
 #include "absl/strings/escaping.h"
 #include "common/http/beast_client.h"
 #include "node-agent/image/reference.h"
+#include "node-agent/kernel/errors.h"
 #include "node-agent/image/registry_client.h"
+#include "node-agent/server/module_status.h"
 #include "tests/common/http/test_pki.h"
 #include "tests/common/http/test_server.h"
 
@@ -148,4 +151,41 @@ TEST_CASE("a plain-HTTP token realm is refused for a registry reached over HTTPS
   CHECK(AuthorizationsSent(realm) == 0);
   CHECK_THAT(std::string(s.message()),
              Catch::Contains("plain HTTP and the registry is not configured insecure"));
+}
+
+TEST_CASE("a registry's 403 after auth is an auth problem that is retried, not a kernel refusal") {
+  TestServer registry([](const Received& r) {
+    if (!r.headers.Get("Authorization")) {
+      return Reply(401, "", {{"WWW-Authenticate", "Basic realm=\"reg\""}});
+    }
+    return Reply(403, R"({"errors":[{"code":"DENIED","message":"requested access to the resource is denied"}]})");
+  });
+  RegistryOptions options;
+  options.plain_http = true;
+  const absl::Status s = Pull("127.0.0.1:" + Port(registry) + "/k/d:v1", options);
+  REQUIRE_FALSE(s.ok());
+  const std::string msg(s.message());
+  INFO(msg);
+  CHECK_THAT(msg, Catch::Contains("registry 127.0.0.1:" + Port(registry) +
+                                  " refused the credentials of the pull secret (user \"kmodd\") "
+                                  "for k/d; check imageRepoSecret"));
+  CHECK_THAT(msg, Catch::Contains("HTTP 403"));
+  CHECK_THAT(msg, Catch::Contains("DENIED"));
+  CHECK(kmodd::server::ClassOf(s) == kmodd::server::ErrorClass::kRetry);
+  kmodd::server::ModuleFacts f;
+  f.desired = true;
+  f.problem = s;
+  f.retry_scheduled = true;
+  const auto phase = kmodd::server::DerivePhase(f);
+  CHECK(phase.error_class == kmodd::server::ErrorClass::kRetry);
+  CHECK_THAT(phase.message, Catch::EndsWith("(will retry)"));
+  CHECK_THAT(phase.message, !Catch::Contains("not permitted"));
+}
+
+TEST_CASE("the kernel's own not-permitted errors stay terminal") {
+  const absl::Status eperm =
+      kmodd::kernel::KernelError(kmodd::kernel::KernelOp::kInsert, EPERM, "mod_a");
+  CHECK(kmodd::server::ClassOf(eperm) == kmodd::server::ErrorClass::kTerminal);
+  const absl::Status refused = absl::UnauthenticatedError("registry refused");
+  CHECK(kmodd::server::ClassOf(refused) == kmodd::server::ErrorClass::kRetry);
 }
