@@ -4,12 +4,7 @@
 // loads. Without the registry this fails: it never passes by skipping.
 #include <catch2/catch.hpp>
 
-#include <stdio.h>
-#include <sys/wait.h>
-
-#include <filesystem>
-#include <map>
-#include <sstream>
+#include <atomic>
 
 #include "absl/strings/escaping.h"
 #include "common/http/beast_client.h"
@@ -17,6 +12,7 @@
 #include "node-agent/reconcile/oci_image_store.h"
 #include "node-agent/server/reconciler.h"
 #include "server_rig.h"
+#include "tests/common/http/real_registry.h"
 
 namespace {
 
@@ -24,30 +20,6 @@ using kmodd::server::ErrorClass;
 using kmodd::server::ModulePhase;
 using kmodd::testing::Eventually;
 using kmodd::testing::FindStatus;
-
-std::pair<int, std::string> Run(const std::string& command) {
-  std::string out;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buf[4096];
-  size_t n = 0;
-  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) {
-    out.append(buf, n);
-  }
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-std::map<std::string, std::string> Env(const std::string& out) {
-  std::map<std::string, std::string> env;
-  std::istringstream lines(out);
-  for (std::string line; std::getline(lines, line);) {
-    if (const size_t eq = line.find('='); eq != std::string::npos) {
-      env[line.substr(0, eq)] = line.substr(eq + 1);
-    }
-  }
-  return env;
-}
 
 std::string Secret(const std::string& registry, const std::string& user, const std::string& pass) {
   return "{\"auths\":{\"" + registry + "\":{\"auth\":\"" + absl::Base64Escape(user + ":" + pass) +
@@ -59,21 +31,17 @@ std::string Secret(const std::string& registry, const std::string& user, const s
 TEST_CASE("a pull secret the real registry refuses is retried as an auth problem until fixed",
           "[registry]") {
   kmodd::testing::ServerTempDir dir;
-  const std::string src = std::string(KMODD_SOURCE_DIR);
-  auto [code, out] = Run(src + "/tools/registry/start basic " + dir.path + "/reg");
-  REQUIRE(code == 0);
-  auto env = Env(out);
-  struct Stop {
-    std::string cmd;
-    ~Stop() { Run(cmd); }
-  } stop{src + "/tools/registry/stop " + dir.path + "/reg"};
+  kmodd::testing::Registry registry("basic");
   kmodd::testing::MakeDriverImage(dir.path + "/image", {"mod_a"});
-  std::tie(code, out) = Run(src + "/tools/registry/push-image " + dir.path + "/reg kmodd/driver:v1 --layer " +
-                            dir.path + "/image");
+  const auto [code, out] =
+      kmodd::testing::Run(std::string(KMODD_SOURCE_DIR) + "/tools/registry/push-image " +
+                          registry.Env("KMODD_REGISTRY_DIR") + " kmodd/driver:v1 --layer " +
+                          dir.path + "/image");
   INFO(out);
   REQUIRE(code == 0);
-  const std::string image = Env(out)["KMODD_IMAGE"];
-  REQUIRE(!image.empty());
+  const size_t at = out.find("KMODD_IMAGE=");
+  REQUIRE(at != std::string::npos);
+  const std::string image = out.substr(at + 12, out.find('\n', at) - at - 12);
 
   kmodd::testing::LockedKernel kernel;
   kmodd::testing::FakeFirmware firmware;
@@ -98,7 +66,7 @@ TEST_CASE("a pull secret the real registry refuses is retried as an auth problem
   o.journal_path = dir.path + "/journal.json";
   o.retry = {std::chrono::milliseconds(20), std::chrono::milliseconds(100)};
   o.seed = 1;
-  const std::string ca = env["KMODD_REGISTRY_CA"];
+  const std::string ca = registry.Env("KMODD_REGISTRY_CA");
   o.image_store = [&](const std::string& secret) {
     ++pulls;
     kmodd::reconcile::OciImageStore::Options io;
@@ -111,7 +79,7 @@ TEST_CASE("a pull secret the real registry refuses is retried as an auth problem
     REQUIRE(rec.Start().ok());
     auto spec = kmodd::testing::Spec("ns", "a", image, "mod_a");
     spec.image_repo_secret = kmodd::api::LocalObjectReference{"pull"};
-    const std::string reg = env["KMODD_REGISTRY"];
+    const std::string reg = registry.Env("KMODD_REGISTRY");
     rec.SetDesired({"v1", "controller", {spec}, {{"ns/pull", Secret(reg, "kmodd", "wrong")}}});
 
     REQUIRE(Eventually([&] { return kmodd::testing::PhaseIs(state, "ns/a", ModulePhase::kFailed); },
@@ -133,7 +101,7 @@ TEST_CASE("a pull secret the real registry refuses is retried as an auth problem
 
     // The Secret fixed: the same desired state version, the next retry loads it.
     rec.SetDesired(
-        {"v1", "controller", {spec}, {{"ns/pull", Secret(reg, "kmodd", env["KMODD_REGISTRY_PASSWORD"])}}});
+        {"v1", "controller", {spec}, {{"ns/pull", Secret(reg, "kmodd", registry.Env("KMODD_REGISTRY_PASSWORD"))}}});
     REQUIRE(Eventually([&] { return kmodd::testing::PhaseIs(state, "ns/a", ModulePhase::kLoaded); },
                        std::chrono::seconds(20)));
     CHECK(kernel.With([](kmodd::testing::FakeKernel& k) { return k.IsLoaded("mod_a"); }));
