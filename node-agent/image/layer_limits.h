@@ -26,6 +26,12 @@ struct Limits {
   // 0 disables the check.
   uint64_t max_ratio = 100;
   uint64_t ratio_grace_bytes = uint64_t{16} << 20;
+  // What one layer's writer remembers of the paths it extracted (to apply whiteouts and
+  // opaque markers to lower layers only): kept entries, and the bytes of their paths. Kept
+  // paths are a driver tree and its firmware, some 10^4 entries; the caps bound the agent's
+  // memory for a hostile layer of many long, deep paths.
+  uint64_t max_layer_paths = 250'000;
+  uint64_t max_layer_path_bytes = uint64_t{32} << 20;
 };
 
 struct ApplyStats {
@@ -36,6 +42,9 @@ struct ApplyStats {
   uint64_t written_bytes = 0;
   // lib/modules/<kernel>/build and /source links pointing outside the image, not written.
   uint64_t dropped_links = 0;
+  // The most paths (and bytes of them) one layer's writer held at once, for the caps above.
+  uint64_t tracked_paths = 0;
+  uint64_t tracked_path_bytes = 0;
 };
 
 }  // namespace kmodd::image

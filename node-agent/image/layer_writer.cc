@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 
@@ -91,7 +92,7 @@ absl::Status LayerWriter::OnEntry(const TarEntry& e) {
                                          : Reject("the image root is not a directory");
   }
   if (!filter_.Keeps(*path)) {
-    if (filter_.Encloses(*path) && e.type != TarType::kDirectory && !touched_.contains(*path)) {
+    if (filter_.Encloses(*path) && e.type != TarType::kDirectory && !touched_.Covers(*path)) {
       // A non-directory replaces a directory holding kept content: that content is gone.
       const auto [parent, name] = SplitParent(*path);
       absl::StatusOr<std::optional<Fd>> dir = OpenDirIfPresent(root_, parent);
@@ -121,13 +122,13 @@ absl::Status LayerWriter::ApplyWhiteout(const Whiteout& w) {
     }
     // Lower layers' content goes; what this layer already wrote beneath it stays.
     absl::Status s =
-        PruneDir(**dir, w.target, [&](const std::string& p) { return touched_.contains(p); });
+        PruneDir(**dir, w.target, [&](const std::string& p) { return touched_.Covers(p); });
     cached_dir_path_.clear();
     cached_dir_ = Fd();
     return s.ok() ? s : Annotate(s);
   }
   // A whiteout hides lower layers only: this layer's own entry of that name stays.
-  if (touched_.contains(w.target)) {
+  if (touched_.Covers(w.target)) {
     return absl::OkStatus();
   }
   const auto [parent, name] = SplitParent(w.target);
@@ -170,7 +171,9 @@ absl::Status LayerWriter::WriteEntry(const TarEntry& e, const std::string& path)
   if (!kind.ok()) {
     return Annotate(kind.status());
   }
-  Touch(path);
+  if (absl::Status s = Touch(path); !s.ok()) {
+    return s;
+  }
   ++stats_.written_entries;
   if (e.type == TarType::kDirectory && *kind == NodeKind::kDirectory) {
     // An existing directory keeps its content; only the mode changes.
@@ -286,12 +289,43 @@ absl::Status LayerWriter::Remove(const Fd& dir, const std::string& name, const s
   return s.ok() ? s : Annotate(s);
 }
 
-void LayerWriter::Touch(const std::string& path) {
-  for (size_t slash = path.find('/'); slash != std::string::npos;
-       slash = path.find('/', slash + 1)) {
-    touched_.insert(path.substr(0, slash));
+absl::Status LayerWriter::Touch(const std::string& path) {
+  if (!touched_.Insert(path)) {
+    return absl::OkStatus();
   }
-  touched_.insert(path);
+  stats_.tracked_paths = std::max(stats_.tracked_paths, touched_.size());
+  stats_.tracked_path_bytes = std::max(stats_.tracked_path_bytes, touched_.bytes());
+  if (touched_.size() > limits_.max_layer_paths) {
+    return Reject(absl::StrCat("more than ", limits_.max_layer_paths,
+                               " extracted paths in one layer: refused to bound the agent's "
+                               "memory"));
+  }
+  if (touched_.bytes() > limits_.max_layer_path_bytes) {
+    return Reject(absl::StrCat("more than ", limits_.max_layer_path_bytes,
+                               " bytes of extracted paths in one layer: refused to bound the "
+                               "agent's memory"));
+  }
+  return absl::OkStatus();
+}
+
+bool TouchedPaths::Insert(const std::string& path) {
+  if (!paths_.insert(path).second) {
+    return false;
+  }
+  bytes_ += path.size();
+  return true;
+}
+
+bool TouchedPaths::Covers(const std::string& path) const {
+  if (path.empty()) {
+    return !paths_.empty();
+  }
+  if (paths_.contains(path)) {
+    return true;
+  }
+  const std::string dir = path + "/";
+  const auto next = paths_.lower_bound(dir);
+  return next != paths_.end() && next->compare(0, dir.size(), dir) == 0;
 }
 
 }  // namespace kmodd::image

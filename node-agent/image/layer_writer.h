@@ -21,8 +21,9 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
+#include <set>
 #include <string>
-#include <unordered_set>
 
 #include "absl/status/status.h"
 #include "node-agent/image/layer_limits.h"
@@ -31,6 +32,24 @@
 #include "node-agent/image/tar_reader.h"
 
 namespace kmodd::image {
+
+// The paths one layer wrote, each stored once. A path counts as touched when it or anything
+// beneath it was written, which is what whiteouts and opaque markers ask; storing every
+// prefix of every path instead would cost the sum of the prefixes' lengths, quadratic in a
+// path's depth (hundreds of MiB for a small layer of deep, long paths).
+class TouchedPaths {
+ public:
+  // False when `path` is already there.
+  bool Insert(const std::string& path);
+  // Whether `path`, or a path beneath it, was inserted.
+  bool Covers(const std::string& path) const;
+  uint64_t size() const { return paths_.size(); }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  std::set<std::string> paths_;  // sorted: the paths beneath "a/" follow "a/" at once
+  uint64_t bytes_ = 0;
+};
 
 class LayerWriter final : public TarVisitor {
  public:
@@ -53,8 +72,9 @@ class LayerWriter final : public TarVisitor {
   absl::StatusOr<const Fd*> ParentDir(const std::string& rel);
   // Every removal goes through here: it may delete the cached directory.
   absl::Status Remove(const Fd& dir, const std::string& name, const std::string& path);
-  // Records `path` and its parents as written by this layer (what an opaque marker keeps).
-  void Touch(const std::string& path);
+  // Records `path` as written by this layer (what whiteouts leave alone), within the
+  // per-layer caps on the paths kept in memory.
+  absl::Status Touch(const std::string& path);
   // InvalidArgument "entry \"<path>\": <rule>".
   absl::Status Reject(std::string_view rule) const;
   // The same prefix on an error from below, keeping its code (ENOSPC stays retryable).
@@ -65,7 +85,7 @@ class LayerWriter final : public TarVisitor {
   const Limits& limits_;
   ApplyStats& stats_;
 
-  std::unordered_set<std::string> touched_;
+  TouchedPaths touched_;
   std::string cached_dir_path_;
   Fd cached_dir_;
   std::string entry_path_;  // as in the archive, for messages

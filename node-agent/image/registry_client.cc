@@ -7,9 +7,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/http/status.h"
+#include "common/http/url.h"
 #include "node-agent/image/sha256.h"
 
 namespace kmodd::image {
@@ -171,6 +173,55 @@ std::string RegistryClient::Url(const ImageRef& ref, const std::string& path) co
                       ref.repository, path);
 }
 
+absl::Status RegistryClient::Refused(const ImageRef& ref, const http::Response& resp) const {
+  // After the challenge was answered: the registry refuses these credentials (or their
+  // absence). Unauthenticated, not HTTP's PermissionDenied, for a 403 too: what to do is the
+  // same (fix the pull secret or the account's access, then the retry succeeds), and
+  // PermissionDenied is the kernel's "not permitted" (lockdown, signatures) to the agent.
+  const std::string who =
+      options_.credentials
+          ? absl::StrCat("the credentials of the pull secret (user \"",
+                         options_.credentials->username, "\")")
+          : std::string("anonymous access");
+  return absl::UnauthenticatedError(absl::StrCat(
+      "registry ", ref.ApiHost(), " refused ", who, " for ", ref.repository,
+      options_.credentials ? "; check imageRepoSecret and its access to the repository"
+                           : "; set imageRepoSecret to a pull secret for this registry",
+      ": ", http::StatusOf(resp).message()));
+}
+
+absl::Status RegistryClient::CheckRealm(const ImageRef& ref, const std::string& realm) const {
+  absl::StatusOr<http::Url> to = http::ParseUrl(realm);
+  absl::StatusOr<http::Url> registry = http::ParseUrl(Url(ref, ""));
+  if (!to.ok() || !registry.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "registry ", ref.ApiHost(), " names the token realm \"", realm,
+        "\", which is not an http(s) URL: the pull secret's credentials are not sent to it"));
+  }
+  // A host is its name as written: the operator chose this registry's transport for this
+  // name, so a token service on another port of it is trusted alike.
+  const bool same_host = absl::EqualsIgnoreCase(to->host, registry->host);
+  std::string why;
+  if (to->IsHttps()) {
+    if (!same_host && options_.skip_tls_verify) {
+      why = "it is on another host than the registry and TLS verification is off "
+            "(insecureSkipTLSVerify)";
+    }
+  } else if (!same_host) {
+    why = "it is plain HTTP on another host than the registry";
+  } else if (!options_.plain_http) {
+    why = "it is plain HTTP and the registry is not configured insecure (registryTLS.insecure)";
+  }
+  if (why.empty()) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "registry ", ref.ApiHost(), " names the token realm ", realm,
+      ": the pull secret's credentials are not sent there because ", why,
+      "; kmodd sends them only over verified HTTPS, or in clear to the host of a registry "
+      "configured insecure"));
+}
+
 absl::Status RegistryClient::Authorize(const ImageRef& ref, const http::Response& challenge) {
   const std::string key = ref.ApiHost() + "/" + ref.repository;
   for (const auto& header : challenge.headers.GetAll("WWW-Authenticate")) {
@@ -198,6 +249,9 @@ absl::Status RegistryClient::Authorize(const ImageRef& ref, const http::Response
       http::Request req;
       req.url = url;
       if (options_.credentials) {
+        if (auto s = CheckRealm(ref, params["realm"]); !s.ok()) {
+          return s;
+        }
         req.headers.Set("Authorization",
                         "Basic " + absl::Base64Escape(options_.credentials->username + ":" +
                                                       options_.credentials->password));
@@ -281,6 +335,9 @@ absl::StatusOr<std::pair<std::string, std::string>> RegistryClient::GetManifest(
   if (resp->status == 404) {
     return absl::NotFoundError(
         absl::StrCat("manifest ", ref.ApiHost(), "/", ref.repository, ":", reference, " not found"));
+  }
+  if (resp->status == 401 || resp->status == 403) {
+    return Refused(ref, *resp);
   }
   if (auto s = http::StatusOf(*resp); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("manifest ", ref.ToString(), ": ", s.message()));
@@ -387,6 +444,9 @@ absl::Status RegistryClient::FetchBlob(const ImageRef& ref, const Descriptor& bl
     }
     if (resp->status == 404) {
       return absl::NotFoundError(absl::StrCat("blob ", blob.digest, " not found in ", ref.ToString()));
+    }
+    if (resp->status == 401 || resp->status == 403) {
+      return Refused(ref, *resp);
     }
     if (auto s = http::StatusOf(*resp); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("blob ", blob.digest, ": ", s.message()));

@@ -100,6 +100,12 @@ class RegistryClient {
   absl::StatusOr<http::Response> Send(const ImageRef& ref, http::Request req,
                                       const http::BodyHandler* handler);
   absl::Status Authorize(const ImageRef& ref, const http::Response& challenge);
+  // OK when the pull secret's credentials may go to the token `realm` a 401 named: over
+  // verified HTTPS, or to the registry's own host when it is configured insecure. Never to
+  // another host in clear: a registry (or whoever answers for it over HTTP) names the realm.
+  absl::Status CheckRealm(const ImageRef& ref, const std::string& realm) const;
+  // A 401 or 403 left after authorizing: the registry refused the pull (Unauthenticated).
+  absl::Status Refused(const ImageRef& ref, const http::Response& resp) const;
   absl::StatusOr<std::pair<std::string, std::string>> GetManifest(const ImageRef& ref,
                                                                   const std::string& reference);
 

@@ -24,6 +24,11 @@ const char* ModulePhaseName(ModulePhase p) {
 }
 
 ErrorClass ClassOf(const absl::Status& s) {
+  if (absl::IsUnauthenticated(s)) {
+    // A registry refusing the pull secret (image layer): fixed by a new Secret or new grants
+    // on the registry, neither of which changes the desired state. Retried with backoff.
+    return ErrorClass::kRetry;
+  }
   switch (kernel::OutcomeOf(s)) {
     case kernel::Outcome::kSuccess:
       return ErrorClass::kNone;

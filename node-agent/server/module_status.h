@@ -18,7 +18,8 @@ enum class ErrorClass { kNone, kRetry, kWait, kTerminal };
 
 const char* ModulePhaseName(ModulePhase p);
 
-// The kernel layer's classification (kernel::OutcomeOf) as the operator sees it.
+// The kernel layer's classification (kernel::OutcomeOf) as the operator sees it; an image
+// pull the registry refused (Unauthenticated) is retried.
 ErrorClass ClassOf(const absl::Status& s);
 
 struct ModuleStatus {

@@ -81,6 +81,18 @@ def main():
                          sym(f"{kept}/source", "../../../../../../usr/src/linux-source"),
                          f(f"{kept}/extra/x.ko")],
     }
+    # Accepted, within the applier's memory bound: directories as deep (127 components) and
+    # long (~3.9 KiB) as the limits allow, each named apart so that no prefix repeats, each
+    # replaced at once by a file (which removes it, so the disk stays small). A writer that
+    # remembered every prefix of every path held ~240 KB per round.
+    deep = []
+    for i in range(20):
+        top = f"{kept}/r{i}"
+        path = top
+        while path.count("/") + 1 < 127 and len(path) + 31 <= 4096:
+            path += "/" + chr(ord("a") + i % 26) * 30
+        deep += [d(path), f(top, b"")]
+    layers["deep-paths"] = deep
     if name not in layers:
         sys.exit(f"hostile_layer.py: unknown layer {name!r} (have: {', '.join(layers)})")
     entries = legit + layers[name]

@@ -35,7 +35,8 @@
 #                         truncated blob and a decompression bomb: refused naming the layer,
 #                         the entry and the rule; nothing left in the cache but its two empty
 #                         directories; nothing written outside the cache
-#   hostile-dropped       the same kinds of entries outside the kept paths: dropped, pulled
+#   hostile-dropped       the same kinds of entries outside the kept paths: dropped, pulled;
+#                         a layer of deep, long paths pulled (peak RSS noted)
 #   kill9-mid-pull        kill -9 in the middle of a 30 MB layer leaves no usable entry; the
 #                         next pull succeeds with the right bytes
 set -uo pipefail
@@ -360,8 +361,9 @@ case_basic_auth() {
   expect_empty_cache "$tmp/c2"
   wrong_secret "$tmp/wrong.json"
   pull_fails "pull with a wrong password" \
-    "manifests/v1: HTTP 401 Unauthorized" \
+    "registry $KMODD_REGISTRY refused the credentials of the pull secret (user \"kmodd\") for kmodd/driver; check imageRepoSecret" \
     "$KMODD_IMAGE" --pull-secret "$tmp/wrong.json" --ca "$KMODD_REGISTRY_CA" --cache "$tmp/c3"
+  grep -qF "manifests/v1: HTTP 401 Unauthorized" "$tmp/err" || { show "$tmp/err"; fail "wrong password: the registry's answer is not shown"; }
   grep -qF "UNAUTHORIZED" "$tmp/err" || { show "$tmp/err"; fail "wrong password: the registry's error code is not shown"; }
   expect_empty_cache "$tmp/c3"
   # A secret without an entry for this registry is no credentials.
@@ -680,6 +682,19 @@ case_hostile_dropped() {
     [[ -f $tree/$P/extra/x.ko || $layer == dropped-entries ]] || fail "$layer: extra/x.ko is missing"
     expect_eq "$layer: top of the tree" "$(listing "$tree" | grep -c '^\./[^/]*$')" 1
   done
+  # Deep, long paths (hostile_layer.py deep-paths): pulled, each round's file in place. The
+  # memory bound itself is asserted in the applier's unit test; the peak RSS is a figure.
+  "$py" "$root/tests/image/hostile_layer.py" deep-paths "$tmp/deep.tar" "$K" "$sandbox/outside" \
+    || fail "hostile_layer.py deep-paths failed"
+  push kmodd/dropped:deep-paths --tar "$tmp/deep.tar"
+  sandbox_reset
+  /usr/bin/time -f %M -o "$tmp/rss" "$agent" pull "$KMODD_IMAGE" --insecure --cache "$sandbox/cache" \
+    --kernel "$K" --firmware-path /firmware -o json >"$tmp/out" 2>"$tmp/err" \
+    || { show "$tmp/err"; fail "deep-paths: the pull failed"; }
+  tree=$("$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["tree"])' "$tmp/out")
+  expect_eq "deep-paths: files in $P" "$(listing "$tree/$P" | grep -c '^\./r[0-9]*$')" 20
+  expect_nothing_outside deep-paths
+  note "deep-paths (20 rounds of 127-component, 3.9 KiB paths): peak RSS $(tail -1 "$tmp/rss") KiB"
 }
 
 case_kernel_links() {

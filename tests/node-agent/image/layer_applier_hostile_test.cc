@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "node-agent/image/layer_applier.h"
+#include "node-agent/image/layer_path.h"
 #include "tests/node-agent/image/applier_rig.h"
 #include "tests/node-agent/image/tar_builder.h"
 
@@ -55,6 +56,30 @@ std::string Bomb(size_t bytes) {
   }
   w.Write(std::string(1024, '\0'));
   return w.Finish();
+}
+
+// `rounds` directories as deep and long as the limits allow beneath the kept path, each named
+// apart so that no prefix repeats, each replaced at once by a file at its top (which removes
+// it: the disk stays small, and only the writer's memory of the paths could grow).
+struct DeepLayer {
+  std::string tar;
+  uint64_t kept_entries = 0;
+  uint64_t kept_path_bytes = 0;  // of the kept entries' paths, each counted once
+};
+DeepLayer DeepPaths(TarBuilder b, int rounds) {
+  DeepLayer out;
+  for (int i = 0; i < rounds; ++i) {
+    const std::string top = kMod + "/r" + std::to_string(i);
+    std::string deep = top;
+    while (kmodd::image::PathDepth(deep) < 127 && deep.size() + 31 <= 4096) {
+      deep += "/" + std::string(30, static_cast<char>('a' + i % 26));
+    }
+    b.Pax("path", deep).Dir("PaxHeaders/stand-in").File(top, "");
+    out.kept_entries += 2;
+    out.kept_path_bytes += deep.size() + top.size();
+  }
+  out.tar = b.Finish();
+  return out;
 }
 
 std::vector<Case> Cases() {
@@ -150,6 +175,17 @@ std::vector<Case> Cases() {
                Compression::kNone,
                tar(Good().PaxFile(deep, "")),
                {"path deeper than 128 components"}});
+  c.push_back({"more bytes of extracted paths in one layer than the limit",
+               Compression::kGzip,
+               Gzip(DeepPaths(Good(), 10).tar),
+               {"more than 30000 bytes of extracted paths in one layer: refused to bound the "
+                "agent's memory"},
+               With(&Limits::max_layer_path_bytes, 30'000)});
+  c.push_back({"more extracted paths in one layer than the limit",
+               Compression::kNone,
+               DeepPaths(Good(), 10).tar,
+               {"more than 15 extracted paths in one layer: refused to bound the agent's memory"},
+               With(&Limits::max_layer_paths, 15)});
   c.push_back({"a gzip decompression bomb (200 MiB of zeros)",
                Compression::kGzip,
                Bomb(size_t{200} << 20),
@@ -241,4 +277,24 @@ TEST_CASE("a symlink from a lower layer cannot redirect an upper layer's write")
              Catch::Contains("layer sha256:upper: entry \"firmware/dir/planted.ko\": firmware/dir: "
                              "is a symlink; refusing to write through it"));
   CHECK(Tree(tmp.path()).empty());
+}
+
+TEST_CASE("a layer of long, deep paths is extracted remembering each kept path once") {
+  TempDir tmp;
+  // Each round costs ~120 mkdirs, slow on a journaling file system: few rounds suffice.
+  const DeepLayer layer = DeepPaths(TarBuilder(), 10);
+  absl::StatusOr<LayerApplier> a = LayerApplier::Begin(tmp / "tree", Limits{}, kKeep, false);
+  REQUIRE(a.ok());
+  absl::StatusOr<std::unique_ptr<LayerSink>> sink = a->StartLayer("sha256:deep", Compression::kNone);
+  REQUIRE(sink.ok());
+  REQUIRE((*sink)->Write(layer.tar.data(), layer.tar.size()).ok());
+  REQUIRE((*sink)->Finish().ok());
+  // Every prefix of every path (what a set of prefixes held) came to ~2.4 MB here.
+  INFO("tracked " << a->stats().tracked_paths << " paths, " << a->stats().tracked_path_bytes
+                  << " bytes; the layer's kept paths: " << layer.kept_entries << ", "
+                  << layer.kept_path_bytes << " bytes");
+  CHECK(a->stats().tracked_paths <= layer.kept_entries);
+  CHECK(a->stats().tracked_path_bytes <= layer.kept_path_bytes);
+  REQUIRE(a->Commit().ok());
+  CHECK(Tree(tmp / "tree").size() == 4 + 10);  // opt/ ... 6.1.0/ and the files r0..r9
 }

@@ -1,0 +1,110 @@
+// The daemon's reconciler against a real registry (Debian's docker-registry with htpasswd,
+// tools/registry/start basic): a pull secret the registry refuses is an auth problem that is
+// retried with backoff, not a terminal kernel error, and once the Secret is fixed the Module
+// loads. Without the registry this fails: it never passes by skipping.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+
+#include "absl/strings/escaping.h"
+#include "common/http/beast_client.h"
+#include "node-agent/image/cache.h"
+#include "node-agent/reconcile/oci_image_store.h"
+#include "node-agent/server/reconciler.h"
+#include "server_rig.h"
+#include "tests/common/http/real_registry.h"
+
+namespace {
+
+using kmodd::server::ErrorClass;
+using kmodd::server::ModulePhase;
+using kmodd::testing::Eventually;
+using kmodd::testing::FindStatus;
+
+std::string Secret(const std::string& registry, const std::string& user, const std::string& pass) {
+  return "{\"auths\":{\"" + registry + "\":{\"auth\":\"" + absl::Base64Escape(user + ":" + pass) +
+         "\"}}}";
+}
+
+}  // namespace
+
+TEST_CASE("a pull secret the real registry refuses is retried as an auth problem until fixed",
+          "[registry]") {
+  kmodd::testing::ServerTempDir dir;
+  kmodd::testing::Registry registry("basic");
+  kmodd::testing::MakeDriverImage(dir.path + "/image", {"mod_a"});
+  const auto [code, out] =
+      kmodd::testing::Run(std::string(KMODD_SOURCE_DIR) + "/tools/registry/push-image " +
+                          registry.Env("KMODD_REGISTRY_DIR") + " kmodd/driver:v1 --layer " +
+                          dir.path + "/image");
+  INFO(out);
+  REQUIRE(code == 0);
+  const size_t at = out.find("KMODD_IMAGE=");
+  REQUIRE(at != std::string::npos);
+  const std::string image = out.substr(at + 12, out.find('\n', at) - at - 12);
+
+  kmodd::testing::LockedKernel kernel;
+  kmodd::testing::FakeFirmware firmware;
+  kmodd::server::AgentState state;
+  kmodd::server::Metrics metrics;
+  std::FILE* devnull = std::fopen("/dev/null", "w");
+  kmodd::Logger log{devnull};
+  kmodd::image::ImageCache cache(
+      dir.path + "/cache",
+      [](const kmodd::image::RegistryOptions& o)
+          -> absl::StatusOr<std::unique_ptr<kmodd::http::HttpClient>> {
+        kmodd::http::ClientOptions opts;
+        opts.tls.ca_file = o.ca_file;
+        auto c = kmodd::http::BeastHttpClient::Create(opts);
+        if (!c.ok()) {
+          return c.status();
+        }
+        return std::unique_ptr<kmodd::http::HttpClient>(std::move(*c));
+      });
+  std::atomic<int> pulls{0};
+  kmodd::server::ReconcilerOptions o;
+  o.journal_path = dir.path + "/journal.json";
+  o.retry = {std::chrono::milliseconds(20), std::chrono::milliseconds(100)};
+  o.seed = 1;
+  const std::string ca = registry.Env("KMODD_REGISTRY_CA");
+  o.image_store = [&](const std::string& secret) {
+    ++pulls;
+    kmodd::reconcile::OciImageStore::Options io;
+    io.ca_file = ca;
+    io.pull_secret = secret;
+    return std::make_unique<kmodd::reconcile::OciImageStore>(cache, io);
+  };
+  {
+    kmodd::server::Reconciler rec(kernel, &firmware, state, metrics, log, o);
+    REQUIRE(rec.Start().ok());
+    auto spec = kmodd::testing::Spec("ns", "a", image, "mod_a");
+    spec.image_repo_secret = kmodd::api::LocalObjectReference{"pull"};
+    const std::string reg = registry.Env("KMODD_REGISTRY");
+    rec.SetDesired({"v1", "controller", {spec}, {{"ns/pull", Secret(reg, "kmodd", "wrong")}}});
+
+    REQUIRE(Eventually([&] { return kmodd::testing::PhaseIs(state, "ns/a", ModulePhase::kFailed); },
+                       std::chrono::seconds(20)));
+    const auto snap = state.Snapshot();
+    const auto* m = FindStatus(snap, "ns/a");
+    REQUIRE(m != nullptr);
+    INFO(m->message);
+    CHECK(m->error_class == ErrorClass::kRetry);
+    CHECK_THAT(m->message, Catch::Contains("registry " + reg +
+                                           " refused the credentials of the pull secret "
+                                           "(user \"kmodd\") for kmodd/driver"));
+    CHECK_THAT(m->message, Catch::Contains("check imageRepoSecret"));
+    CHECK_THAT(m->message, Catch::Contains("HTTP 401"));
+    CHECK_THAT(m->message, Catch::Contains("(will retry)"));
+    // Retried with backoff, not held until a new desired state.
+    const int first = pulls.load();
+    REQUIRE(Eventually([&] { return pulls.load() >= first + 2; }, std::chrono::seconds(20)));
+
+    // The Secret fixed: the same desired state version, the next retry loads it.
+    rec.SetDesired(
+        {"v1", "controller", {spec}, {{"ns/pull", Secret(reg, "kmodd", registry.Env("KMODD_REGISTRY_PASSWORD"))}}});
+    REQUIRE(Eventually([&] { return kmodd::testing::PhaseIs(state, "ns/a", ModulePhase::kLoaded); },
+                       std::chrono::seconds(20)));
+    CHECK(kernel.With([](kmodd::testing::FakeKernel& k) { return k.IsLoaded("mod_a"); }));
+  }
+  std::fclose(devnull);
+}
