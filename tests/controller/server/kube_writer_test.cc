@@ -4,8 +4,8 @@
 
 #include <cstdio>
 
+#include "common/json.h"
 #include "controller/kube/fake_client.h"
-#include "controller/kube/json.h"
 
 using kmodd::Value;
 using kmodd::server::DesiredLabels;
@@ -121,13 +121,13 @@ TEST_CASE("a finalizer patch computed from a stale Module is refused, not applie
   const std::string coll = kmodd::kube::ResourcePath("kmm.sigs.x-k8s.io/v1beta1", "modules", "ns");
   auto created = api.Create(coll, Value(Value::Map{{"metadata", Value(Value::Map{{"name", "a"}})}}));
   REQUIRE(created.ok());
-  ModuleMeta m{"ns", "a", "", kmodd::kube::StringAt(*created, {"metadata", "resourceVersion"}), {}, false};
+  ModuleMeta m{"ns", "a", "", kmodd::StringAt(*created, {"metadata", "resourceVersion"}), {}, false};
   const std::string path = coll + "/a";
   REQUIRE(api.MergePatch(path, FinalizerPatch(m, FinalizerAction::kAdd)).ok());
   // m is now stale: the same patch again is a conflict.
   CHECK(absl::IsAborted(api.MergePatch(path, FinalizerPatch(m, FinalizerAction::kAdd)).status()));
   auto now = api.Get(path);
   REQUIRE(now.ok());
-  CHECK(kmodd::ToJsonLine(*kmodd::kube::Lookup(*now, {"metadata", "finalizers"})) ==
+  CHECK(kmodd::ToJsonLine(*kmodd::Lookup(*now, {"metadata", "finalizers"})) ==
         R"(["kmodd.io/unload"])");
 }

@@ -1,6 +1,7 @@
 #pragma once
 
-// JSON for the Kubernetes client, on common/value.h's Value.
+// The one JSON parser for untrusted input (Kubernetes objects, admission reviews, registry
+// manifests and tokens, pull secrets), on common/value.h's Value.
 //
 // A parser of our own rather than yaml-cpp or protobuf's JSON->Struct: yaml-cpp reads JSON
 // as YAML (quoted "123" and 123 both come back as scalars, surrogate-pair escapes and
@@ -24,7 +25,7 @@
 #include "absl/status/statusor.h"
 #include "common/value.h"
 
-namespace kmodd::kube {
+namespace kmodd {
 
 // One JSON text (RFC 8259) into a Value. Objects keep their key order; a repeated key keeps
 // its last value, as Go's encoding/json (the API server's) does. InvalidArgument, with the
@@ -65,4 +66,4 @@ int64_t IntAt(const Value& v, std::initializer_list<std::string_view> path);
 // A non-map `v` becomes a map.
 Value With(const Value& v, std::string_view key, Value value);
 
-}  // namespace kmodd::kube
+}  // namespace kmodd

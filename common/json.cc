@@ -1,4 +1,4 @@
-#include "controller/kube/json.h"
+#include "common/json.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace kmodd::kube {
+namespace kmodd {
 namespace {
 
 constexpr int kMaxDepth = 200;  // Kubernetes objects nest a few dozen levels at most
@@ -408,4 +408,4 @@ Value With(const Value& v, std::string_view key, Value value) {
   return Value(std::move(map));
 }
 
-}  // namespace kmodd::kube
+}  // namespace kmodd
