@@ -27,9 +27,21 @@
 
 namespace kmodd {
 
+// Bounds on one document, beside the caller's bound on its bytes. The defaults admit any
+// object the API server can store (etcd refuses requests over 1.5 MiB by default, so no stored
+// object has more than ~220,000 keys in one map) and a page of a List with thousands of
+// values per item, with room to spare; they bound what a hostile text can make us build.
+struct JsonLimits {
+  int max_depth = 200;                  // Kubernetes objects nest a few dozen levels at most
+  size_t max_keys_per_object = 1 << 20;  // 1,048,576: a Node with 100,000 labels is fine
+  size_t max_values = 1 << 24;          // 16,777,216 values (about 1 GiB as Values), any depth
+};
+
 // One JSON text (RFC 8259) into a Value. Objects keep their key order; a repeated key keeps
-// its last value, as Go's encoding/json (the API server's) does. InvalidArgument, with the
-// byte offset, for anything else.
+// its last value, as Go's encoding/json (the API server's) does; finding it costs the same
+// for one key or a million. Strings must be UTF-8. InvalidArgument, with the byte offset,
+// for anything else, and for a document over `limits`.
+[[nodiscard]] absl::StatusOr<Value> ParseJson(std::string_view text, const JsonLimits& limits);
 [[nodiscard]] absl::StatusOr<Value> ParseJson(std::string_view text);
 
 // Splits a byte stream into top-level JSON objects or arrays, wherever the network cut it:
