@@ -5,16 +5,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/json.h"
+#include "tests/must_parse.h"
 
 namespace kmodd {
 namespace {
 
-Value MustParse(const std::string& text) {
-  absl::StatusOr<Value> v = ParseJson(text);
-  INFO(text);
-  REQUIRE(v.status().ToString() == "OK");
-  return *std::move(v);
-}
+using testing::MustParse;
 
 TEST_CASE("JSON parses a Kubernetes object keeping key order and exact integers") {
   const Value v = MustParse(

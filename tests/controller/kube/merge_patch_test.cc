@@ -5,16 +5,12 @@
 
 #include "common/json.h"
 #include "controller/kube/merge_patch.h"
+#include "tests/must_parse.h"
 
 namespace kmodd::kube {
 namespace {
 
-Value MustParse(const std::string& text) {
-  absl::StatusOr<Value> v = ParseJson(text);
-  INFO(text);
-  REQUIRE(v.status().ToString() == "OK");
-  return *std::move(v);
-}
+using testing::MustParse;
 
 TEST_CASE("Merge patch follows RFC 7386") {
   struct Row {
