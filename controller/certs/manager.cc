@@ -4,14 +4,11 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "controller/kube/json.h"
+#include "common/json.h"
 
 namespace kmodd::certs {
 
 namespace {
-
-using kube::Lookup;
-using kube::StringAt;
 
 bool Contains(const std::vector<std::string>& have, const std::vector<std::string>& want) {
   return std::all_of(want.begin(), want.end(), [&](const std::string& w) {
@@ -262,9 +259,8 @@ absl::Status CertManager::PublishConfigMap(const std::string& ca_pem) {
       return absl::OkStatus();
     }
     const Value* data = Lookup(*cm, {"data"});
-    Value updated = kube::With(*cm, "data",
-                               kube::With(data != nullptr ? *data : Value::EmptyMap(), "ca.crt",
-                                          ca_pem));
+    Value updated =
+        With(*cm, "data", With(data != nullptr ? *data : Value::EmptyMap(), "ca.crt", ca_pem));
     return client_.Update(path, updated).status();  // RBAC: get and update, no patch
   });
 }
@@ -294,9 +290,9 @@ absl::Status CertManager::PublishWebhook(const std::string& ca_pem) {
       Value client_config = cc != nullptr ? *cc : Value::EmptyMap();
       if (StringAt(client_config, {"caBundle"}) != bundle) {
         changed = true;
-        client_config = kube::With(client_config, "caBundle", bundle);
+        client_config = With(client_config, "caBundle", bundle);
       }
-      next.Append(kube::With(h, "clientConfig", std::move(client_config)));
+      next.Append(With(h, "clientConfig", std::move(client_config)));
     }
     if (!changed) {
       return absl::OkStatus();

@@ -4,7 +4,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "controller/kube/json.h"
+#include "common/json.h"
 
 namespace kmodd::kube {
 

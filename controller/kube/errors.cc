@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/http/status.h"
-#include "controller/kube/json.h"
+#include "common/json.h"
 
 namespace kmodd::kube {
 

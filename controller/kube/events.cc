@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "controller/kube/json.h"
+#include "common/json.h"
 #include "controller/kube/time_format.h"
 
 namespace kmodd::kube {

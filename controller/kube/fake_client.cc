@@ -6,7 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "controller/kube/json.h"
+#include "common/json.h"
 #include "controller/kube/merge_patch.h"
 
 namespace kmodd::kube {

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "controller/kube/json.h"
+#include "common/json.h"
 #include "controller/kube/time_format.h"
 
 namespace kmodd::kube {

@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/http/beast_client.h"
+#include "common/json.h"
 #include "controller/kube/errors.h"
-#include "controller/kube/json.h"
 
 namespace kmodd::kube {
 namespace {

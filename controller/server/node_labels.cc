@@ -5,8 +5,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/json.h"
 #include "controller/kube/events.h"
-#include "controller/kube/json.h"
 
 namespace kmodd::server {
 
@@ -37,7 +37,7 @@ LabelWrite WriteNodeLabels(kube::KubeClient& client, const std::string& node,
   if (r.ok()) {
     return out;
   }
-  const Value* labels = kube::Lookup(patch, {"metadata", "labels"});
+  const Value* labels = Lookup(patch, {"metadata", "labels"});
   // 400/422: the API server validated the patched Node and said no, to the whole patch.
   if (!absl::IsInvalidArgument(r.status()) || labels == nullptr || !labels->IsMap()) {
     out.error = r.status();
@@ -64,7 +64,7 @@ LabelWrite WriteNodeLabels(kube::KubeClient& client, const std::string& node,
 Labels PatchedLabels(const Labels& before, const Value& patch,
                      const std::map<std::string, std::string>& refused) {
   Labels after = before;
-  const Value* labels = kube::Lookup(patch, {"metadata", "labels"});
+  const Value* labels = Lookup(patch, {"metadata", "labels"});
   if (labels == nullptr || !labels->IsMap()) {
     return after;
   }

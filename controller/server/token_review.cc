@@ -4,14 +4,11 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "controller/kube/json.h"
+#include "common/json.h"
 
 namespace kmodd::server {
 
 namespace {
-
-using kube::Lookup;
-using kube::StringAt;
 
 std::string Sha256(const std::string& s) {
   unsigned char digest[SHA256_DIGEST_LENGTH];
@@ -70,7 +67,7 @@ absl::Time JwtExpiry(const std::string& token) {
   if (b == std::string::npos || !absl::WebSafeBase64Unescape(token.substr(a + 1, b - a - 1), &payload)) {
     return absl::InfiniteFuture();
   }
-  absl::StatusOr<Value> claims = kube::ParseJson(payload);
+  absl::StatusOr<Value> claims = ParseJson(payload);
   if (!claims.ok()) {
     return absl::InfiniteFuture();
   }

@@ -4,9 +4,9 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "common/json.h"
 #include "controller/api/decode.h"
 #include "controller/api/validate.h"
-#include "controller/kube/json.h"
 #include "controller/kube/list_watch.h"
 
 namespace kmodd::source {
@@ -16,14 +16,14 @@ namespace {
 constexpr char kModulesGroupVersion[] = "kmm.sigs.x-k8s.io/v1beta1";
 
 std::string ObjectName(const Value& o) {
-  const std::string ns = kube::StringAt(o, {"metadata", "namespace"});
-  const std::string name = kube::StringAt(o, {"metadata", "name"});
+  const std::string ns = StringAt(o, {"metadata", "namespace"});
+  const std::string name = StringAt(o, {"metadata", "name"});
   return ns.empty() ? name : absl::StrCat(ns, "/", name);
 }
 
 // A list item has no kind or apiVersion; the decoder needs both.
 std::string AsDocument(const Value& o, const char* api_version, const char* kind) {
-  return ToJsonLine(kube::With(kube::With(o, "apiVersion", api_version), "kind", kind));
+  return ToJsonLine(With(With(o, "apiVersion", api_version), "kind", kind));
 }
 
 }  // namespace
@@ -78,12 +78,12 @@ absl::StatusOr<api::Node> NodeFromObject(const Value& object) {
 
 ModuleMeta ModuleMetaFromObject(const Value& object) {
   ModuleMeta m;
-  m.ns = kube::StringAt(object, {"metadata", "namespace"});
-  m.name = kube::StringAt(object, {"metadata", "name"});
-  m.uid = kube::StringAt(object, {"metadata", "uid"});
-  m.resource_version = kube::StringAt(object, {"metadata", "resourceVersion"});
-  m.deleting = !kube::StringAt(object, {"metadata", "deletionTimestamp"}).empty();
-  if (const Value* f = kube::Lookup(object, {"metadata", "finalizers"}); f && f->IsList()) {
+  m.ns = StringAt(object, {"metadata", "namespace"});
+  m.name = StringAt(object, {"metadata", "name"});
+  m.uid = StringAt(object, {"metadata", "uid"});
+  m.resource_version = StringAt(object, {"metadata", "resourceVersion"});
+  m.deleting = !StringAt(object, {"metadata", "deletionTimestamp"}).empty();
+  if (const Value* f = Lookup(object, {"metadata", "finalizers"}); f && f->IsList()) {
     for (const Value& v : f->AsList()) {
       if (v.IsString()) {
         m.finalizers.push_back(v.AsString());
@@ -94,7 +94,7 @@ ModuleMeta ModuleMetaFromObject(const Value& object) {
 }
 
 absl::StatusOr<std::string> DockerConfigFromSecret(const Value& secret) {
-  const std::string encoded = kube::StringAt(secret, {"data", ".dockerconfigjson"});
+  const std::string encoded = StringAt(secret, {"data", ".dockerconfigjson"});
   if (encoded.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("Secret ", ObjectName(secret),
@@ -224,7 +224,7 @@ void KubeSource::RunSecrets() {
 void KubeSource::OnNodeSync(const std::vector<Value>& objects) {
   std::set<std::string> seen;
   for (const Value& o : objects) {
-    seen.insert(kube::StringAt(o, {"metadata", "name"}));
+    seen.insert(StringAt(o, {"metadata", "name"}));
     OnNodeEvent(kube::EventType::kAdded, o);
   }
   std::vector<std::string> gone;
@@ -248,7 +248,7 @@ void KubeSource::OnNodeSync(const std::vector<Value>& objects) {
 }
 
 void KubeSource::OnNodeEvent(kube::EventType type, const Value& object) {
-  const std::string name = kube::StringAt(object, {"metadata", "name"});
+  const std::string name = StringAt(object, {"metadata", "name"});
   if (type == kube::EventType::kDeleted) {
     {
       std::lock_guard lock(mu_);
@@ -264,7 +264,7 @@ void KubeSource::OnNodeEvent(kube::EventType type, const Value& object) {
   }
   {
     std::lock_guard lock(mu_);
-    nodes_[name] = NodeMeta{name, kube::StringAt(object, {"metadata", "uid"}), n->metadata.labels};
+    nodes_[name] = NodeMeta{name, StringAt(object, {"metadata", "uid"}), n->metadata.labels};
   }
   hub_.SetApiNode(*std::move(n));
 }

@@ -5,16 +5,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/json.h"
 #include "controller/api/decode.h"
 #include "controller/api/validate.h"
-#include "controller/kube/json.h"
 
 namespace kmodd::webhook {
 
 namespace {
-
-using kube::Lookup;
-using kube::StringAt;
 
 struct Decision {
   std::vector<std::string> problems;  // "path: message"
@@ -123,7 +120,7 @@ absl::StatusOr<Value> ReviewModule(const Value& review) {
 }
 
 absl::StatusOr<std::string> ReviewModuleJson(std::string_view body) {
-  absl::StatusOr<Value> review = kube::ParseJson(body);
+  absl::StatusOr<Value> review = ParseJson(body);
   if (!review.ok()) {
     return review.status();
   }

@@ -1,7 +1,5 @@
 #include "node-agent/image/cache.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <filesystem>
 #include <fstream>
 
@@ -9,8 +7,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/file.h"
+#include "common/json.h"
 #include "common/value.h"
 #include "node-agent/image/decompressor.h"
+#include "node-agent/image/json_fields.h"
 #include "node-agent/image/layer_applier.h"
 #include "node-agent/image/sha256.h"
 
@@ -23,6 +23,58 @@ namespace {
 constexpr char kLayoutPrefix[] = "oci-layout:";
 
 std::string Hex(const std::string& digest) { return digest.substr(digest.find(':') + 1); }
+
+// A string field of one of our own ref records ({"image", "digest", "tree"}); "" for a
+// damaged record, which the next pull rewrites.
+std::string RecordField(const std::string& text, std::string_view key) {
+  absl::StatusOr<Value> record = ParseJson(text, kRegistryJsonLimits);
+  return record.ok() ? StringAt(*record, {key}) : std::string();
+}
+
+// The digest of the manifest `tag` names in an OCI layout's index.json (the only one when
+// `tag` is empty), or "" when none does.
+absl::StatusOr<std::string> LayoutManifest(const std::string& text, const std::string& where,
+                                           const std::string& tag) {
+  absl::StatusOr<Value> index = ParseObject(text, where);
+  if (!index.ok()) {
+    return index.status();
+  }
+  absl::StatusOr<const Value*> manifests = OptionalList(*index, "manifests", where);
+  if (!manifests.ok()) {
+    return manifests.status();
+  }
+  if (*manifests == nullptr) {
+    return std::string();
+  }
+  const Value::List& list = (*manifests)->AsList();
+  std::string digest;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string at = absl::StrCat(where, ": manifests[", i, "]");
+    if (!list[i].IsMap()) {
+      return absl::InvalidArgumentError(absl::StrCat(at, ": expected an object, got ",
+                                                     TypeName(list[i])));
+    }
+    absl::StatusOr<const Value*> annotations = OptionalObject(list[i], "annotations", at);
+    if (!annotations.ok()) {
+      return annotations.status();
+    }
+    absl::StatusOr<std::string> name =
+        *annotations == nullptr
+            ? std::string()
+            : OptionalString(**annotations, "org.opencontainers.image.ref.name", at + ".annotations");
+    if (!name.ok()) {
+      return name.status();
+    }
+    if (tag.empty() ? list.size() == 1 : *name == tag) {
+      absl::StatusOr<std::string> d = RequiredString(list[i], "digest", at);
+      if (!d.ok()) {
+        return d.status();
+      }
+      digest = *d;
+    }
+  }
+  return digest;
+}
 
 // Applies every layer of `image`, fetching each blob with `fetch`, into `dir`.
 absl::Status ApplyLayers(
@@ -126,15 +178,11 @@ absl::StatusOr<PulledImage> ImageCache::DoPull(const PullRequest& req, Progress&
   }
   if (policy != "Always") {
     if (auto text = ReadFile(RefFile(req)); text.ok()) {
-      try {
-        const YAML::Node n = YAML::Load(*text);
-        const std::string digest = n["digest"].as<std::string>("");
-        const std::string tree = TreeDir(digest, req.keep_prefixes);
-        if (IsDigest(digest) && fs::is_directory(tree, ec)) {
-          return PulledImage{tree, digest, false, 0};
-        }
-      } catch (const YAML::Exception&) {
-        // A damaged record is ignored: the pull below rewrites it.
+      // A damaged record is ignored: the pull below rewrites it.
+      const std::string digest = RecordField(*text, "digest");
+      const std::string tree = TreeDir(digest, req.keep_prefixes);
+      if (IsDigest(digest) && fs::is_directory(tree, ec)) {
+        return PulledImage{tree, digest, false, 0};
       }
     }
     if (policy == "Never") {
@@ -214,19 +262,11 @@ absl::StatusOr<PulledImage> ImageCache::PullLayout(const PullRequest& req, Progr
   if (!index_text.ok()) {
     return index_text.status();
   }
-  std::string manifest_digest;
-  try {
-    const YAML::Node index = YAML::Load(*index_text);
-    for (const auto& m : index["manifests"]) {
-      const std::string name =
-          m["annotations"]["org.opencontainers.image.ref.name"].as<std::string>("");
-      if (tag.empty() ? index["manifests"].size() == 1 : name == tag) {
-        manifest_digest = m["digest"].as<std::string>("");
-      }
-    }
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(dir, "/index.json: ", e.what()));
+  absl::StatusOr<std::string> chosen = LayoutManifest(*index_text, dir + "/index.json", tag);
+  if (!chosen.ok()) {
+    return chosen.status();
   }
+  std::string manifest_digest = *chosen;
   if (manifest_digest.empty()) {
     return absl::NotFoundError(absl::StrCat(
         dir, ": no manifest ", tag.empty() ? "(give :TAG when the layout holds several)" : tag));
@@ -299,11 +339,7 @@ absl::StatusOr<std::vector<CacheEntry>> ImageCache::List() const {
     if (!text.ok()) {
       continue;
     }
-    try {
-      const YAML::Node n = YAML::Load(*text);
-      refs[n["tree"].as<std::string>("")].push_back(n["image"].as<std::string>(""));
-    } catch (const YAML::Exception&) {
-    }
+    refs[RecordField(*text, "tree")].push_back(RecordField(*text, "image"));
   }
   for (const auto& e : fs::directory_iterator(root_ + "/trees", ec)) {
     const std::string name = e.path().filename().string();
@@ -334,10 +370,7 @@ absl::StatusOr<std::vector<std::string>> ImageCache::Prune(const std::set<std::s
     auto text = ReadFile(e.path().string());
     bool stale = true;
     if (text.ok()) {
-      try {
-        stale = keep.count(YAML::Load(*text)["tree"].as<std::string>("")) == 0;
-      } catch (const YAML::Exception&) {
-      }
+      stale = keep.count(RecordField(*text, "tree")) == 0;
     }
     if (stale) {
       fs::remove(e.path(), ec);

@@ -1,10 +1,9 @@
 #include "node-agent/image/pull_secret.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "node-agent/image/json_fields.h"
 
 namespace kmodd::image {
 
@@ -28,53 +27,71 @@ bool SameRegistry(const std::string& key_host, const std::string& registry) {
   return key_host == registry || (hub(key_host) && hub(registry));
 }
 
+// One auths entry: {"auth": base64(user:password)} or {"username", "password"}.
+absl::StatusOr<Credentials> ReadEntry(const Value& entry, const std::string& where) {
+  if (!entry.IsMap()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": expected an object, got ", TypeName(entry)));
+  }
+  absl::StatusOr<std::string> auth = OptionalString(entry, "auth", where);
+  absl::StatusOr<std::string> username = OptionalString(entry, "username", where);
+  absl::StatusOr<std::string> password = OptionalString(entry, "password", where);
+  for (const absl::Status& s : {auth.status(), username.status(), password.status()}) {
+    if (!s.ok()) {
+      return s;
+    }
+  }
+  Credentials c{*username, *password};
+  if (!auth->empty()) {
+    std::string decoded;
+    if (!absl::Base64Unescape(*auth, &decoded)) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ".auth is not base64"));
+    }
+    const size_t colon = decoded.find(':');
+    if (colon == std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ".auth must encode user:password"));
+    }
+    c.username = decoded.substr(0, colon);
+    c.password = decoded.substr(colon + 1);
+  }
+  return c;
+}
+
 }  // namespace
 
 absl::StatusOr<std::optional<Credentials>> CredentialsFor(const std::string& dockerconfigjson,
                                                           const std::string& registry) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(dockerconfigjson);
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("pull secret: not valid JSON (.dockerconfigjson): ", e.what()));
+  constexpr char kDoc[] = "pull secret (.dockerconfigjson)";
+  absl::StatusOr<Value> root = ParseObject(dockerconfigjson, kDoc);
+  if (!root.ok()) {
+    return root.status();
   }
-  const YAML::Node auths = root.IsMap() ? root["auths"] : YAML::Node();
-  if (!auths.IsMap()) {
+  absl::StatusOr<const Value*> auths = OptionalObject(*root, "auths", kDoc);
+  if (!auths.ok()) {
+    return auths.status();
+  }
+  if (*auths == nullptr) {
     return absl::InvalidArgumentError(
         "pull secret: no \"auths\" object; expected a .dockerconfigjson");
   }
-  for (const auto& kv : auths) {
-    if (!SameRegistry(HostOf(kv.first.as<std::string>("")), registry)) {
+  // Every entry is checked, not only this registry's: Go's encoding/json (docker's,
+  // containerd's, the kubelet's) refuses the whole file for one malformed entry.
+  std::optional<Credentials> found;
+  for (const auto& [key, entry] : (*auths)->AsMap()) {
+    const std::string where = absl::StrCat("pull secret: auths[\"", key, "\"]");
+    absl::StatusOr<Credentials> c = ReadEntry(entry, where);
+    if (!c.ok()) {
+      return c.status();
+    }
+    if (found || !SameRegistry(HostOf(key), registry)) {
       continue;
     }
-    const YAML::Node& entry = kv.second;
-    Credentials c;
-    if (entry["auth"] && entry["auth"].IsScalar()) {
-      std::string decoded;
-      if (!absl::Base64Unescape(entry["auth"].Scalar(), &decoded)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "pull secret: auths[\"", kv.first.as<std::string>(""), "\"].auth is not base64"));
-      }
-      const size_t colon = decoded.find(':');
-      if (colon == std::string::npos) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "pull secret: auths[\"", kv.first.as<std::string>(""),
-            "\"].auth must encode user:password"));
-      }
-      c.username = decoded.substr(0, colon);
-      c.password = decoded.substr(colon + 1);
-    } else {
-      c.username = entry["username"].as<std::string>("");
-      c.password = entry["password"].as<std::string>("");
+    if (c->username.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, " has no credentials"));
     }
-    if (c.username.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "pull secret: auths[\"", kv.first.as<std::string>(""), "\"] has no credentials"));
-    }
-    return std::optional<Credentials>(std::move(c));
+    found = *std::move(c);
   }
-  return std::optional<Credentials>();
+  return found;
 }
 
 }  // namespace kmodd::image

@@ -1,7 +1,5 @@
 #include "node-agent/image/registry_client.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <random>
 #include <thread>
 
@@ -85,85 +83,7 @@ std::string QueryEscape(const std::string& s) {
   return out;
 }
 
-absl::StatusOr<Descriptor> ReadDescriptor(const YAML::Node& n, const std::string& where) {
-  if (!n.IsMap() || !n["digest"] || !n["size"]) {
-    return absl::InvalidArgumentError(absl::StrCat("manifest: ", where, " is not a descriptor"));
-  }
-  Descriptor d;
-  d.media_type = n["mediaType"].as<std::string>("");
-  d.digest = n["digest"].as<std::string>("");
-  d.size = n["size"].as<int64_t>(-1);
-  if (!IsDigest(d.digest) || d.size < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("manifest: ", where, " has an unsupported digest or size (sha256 only)"));
-  }
-  return d;
-}
-
 }  // namespace
-
-absl::StatusOr<ParsedManifest> ParseManifest(const std::string& body, const std::string& media_type,
-                                             const Platform& platform) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(body);
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("manifest is not JSON: ", e.what()));
-  }
-  if (!root.IsMap()) {
-    return absl::InvalidArgumentError("manifest is not a JSON object");
-  }
-  std::string type = media_type;
-  if (type.empty() || type == "application/json") {
-    type = root["mediaType"].as<std::string>("");
-    if (type.empty()) {
-      type = root["manifests"] ? kOciIndex : kOciManifest;  // OCI allows omitting it
-    }
-  }
-  ParsedManifest out;
-  if (type == kOciIndex || type == kDockerList) {
-    std::vector<std::string> seen;
-    for (size_t i = 0; i < root["manifests"].size(); ++i) {
-      const YAML::Node m = root["manifests"][i];
-      const std::string os = m["platform"]["os"].as<std::string>("");
-      const std::string arch = m["platform"]["architecture"].as<std::string>("");
-      seen.push_back(absl::StrCat(os, "/", arch));
-      if (os == platform.os && arch == platform.architecture) {
-        auto d = ReadDescriptor(m, absl::StrCat("manifests[", i, "]"));
-        if (!d.ok()) {
-          return d.status();
-        }
-        out.chosen = *d;
-        return out;
-      }
-    }
-    return absl::NotFoundError(absl::StrCat("the image index has no ", platform.os, "/",
-                                            platform.architecture, " manifest (it has: ",
-                                            absl::StrJoin(seen, ", "), ")"));
-  }
-  if (type != kOciManifest && type != kDockerManifest) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unsupported manifest media type \"", type, "\" (Docker schema 1 is not supported)"));
-  }
-  out.image.media_type = type;
-  auto config = ReadDescriptor(root["config"], "config");
-  if (!config.ok()) {
-    return config.status();
-  }
-  out.image.config = *config;
-  const YAML::Node layers = root["layers"];
-  if (!layers.IsSequence() || layers.size() == 0) {
-    return absl::InvalidArgumentError("manifest has no layers");
-  }
-  for (size_t i = 0; i < layers.size(); ++i) {
-    auto d = ReadDescriptor(layers[i], absl::StrCat("layers[", i, "]"));
-    if (!d.ok()) {
-      return d.status();
-    }
-    out.image.layers.push_back(*d);
-  }
-  return out;
-}
 
 RegistryClient::RegistryClient(http::HttpClient& http, RegistryOptions options)
     : http_(http), options_(std::move(options)) {}
@@ -270,17 +190,11 @@ absl::Status RegistryClient::Authorize(const ImageRef& ref, const http::Response
         return absl::UnavailableError(
             absl::StrCat("token service ", params["realm"], " answered HTTP ", resp->status));
       }
-      std::string token;
-      try {
-        const YAML::Node body = YAML::Load(resp->body);
-        token = body["token"].as<std::string>(body["access_token"].as<std::string>(""));
-      } catch (const YAML::Exception&) {
+      absl::StatusOr<std::string> token = ParseTokenResponse(resp->body, params["realm"]);
+      if (!token.ok()) {
+        return token.status();
       }
-      if (token.empty()) {
-        return absl::UnauthenticatedError(
-            absl::StrCat("token service ", params["realm"], " returned no token"));
-      }
-      authorization_[key] = "Bearer " + token;
+      authorization_[key] = "Bearer " + *token;
       return absl::OkStatus();
     }
   }

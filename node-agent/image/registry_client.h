@@ -70,6 +70,11 @@ struct ParsedManifest {
                                                            const std::string& media_type,
                                                            const Platform& platform);
 
+// The bearer token in a token service's answer ({"token": ...} or {"access_token": ...}).
+// Unauthenticated, naming `realm` and the field, when there is none or the answer is malformed.
+[[nodiscard]] absl::StatusOr<std::string> ParseTokenResponse(const std::string& body,
+                                                             const std::string& realm);
+
 struct RegistryOptions {
   bool plain_http = false;        // KMM registryTLS.insecure: the registry speaks HTTP
   bool skip_tls_verify = false;   // KMM registryTLS.insecureSkipTLSVerify

@@ -308,6 +308,27 @@ void Reconciler::ReportReload(const reconcile::Action& a, const absl::Status& s)
       {}, 0, 0});
 }
 
+// A pull runs image, registry and secret code on untrusted input: whatever escapes it as an
+// exception (a bug, bad_alloc) fails this pull with a message, never std::terminate.
+absl::StatusOr<std::string> Reconciler::GuardedRootFor(const api::NodeModuleSpec& spec,
+                                                       const std::string& secret,
+                                                       std::string& digest) {
+  auto failed = [&spec](const std::string& what) {
+    return absl::InternalError(absl::StrCat("pull of ", spec.config.container_image,
+                                            " failed unexpectedly: ", what));
+  };
+  try {
+    auto store = options_.image_store(secret);
+    absl::StatusOr<std::string> root = store->RootFor(spec);
+    digest = root.ok() ? store->DigestOf(*root) : "";
+    return root;
+  } catch (const std::exception& e) {
+    return failed(e.what());
+  } catch (...) {
+    return failed("an unknown exception");
+  }
+}
+
 std::optional<absl::StatusOr<std::string>> Reconciler::Resolve(const api::NodeModuleSpec& spec,
                                                                const std::string& secret) {
   const std::string key = spec.Key();
@@ -327,9 +348,8 @@ std::optional<absl::StatusOr<std::string>> Reconciler::Resolve(const api::NodeMo
     return absl::FailedPreconditionError("no image store is configured");
   }
   auto resolve = [this, spec, secret, key](bool wake) {
-    auto store = options_.image_store(secret);
-    absl::StatusOr<std::string> root = store->RootFor(spec);
-    const std::string digest = root.ok() ? store->DigestOf(*root) : "";
+    std::string digest;
+    absl::StatusOr<std::string> root = GuardedRootFor(spec, secret, digest);
     if (!root.ok()) {
       log_.Warn("image not available", {{"module", key},
                                         {"image", spec.config.container_image},

@@ -119,6 +119,9 @@ class Reconciler {
 
   void Worker();
   void PullWorker();
+  // The image store's root for `spec` (and its digest), any exception turned into a Status.
+  absl::StatusOr<std::string> GuardedRootFor(const api::NodeModuleSpec& spec,
+                                             const std::string& secret, std::string& digest);
   void Pass();
   Inputs TakeInputs();
   // The root for `spec`, an error, or nullopt while its pull runs (started if needed).

@@ -25,6 +25,10 @@
 #   multi-arch            an OCI index over amd64 and arm64: the amd64 content, the amd64
 #                         manifest's digest (by tag and by index digest); an index without
 #                         amd64 fails listing what it has
+#   hostile-json          an index entry without "platform" is skipped (amd64 pulled); an
+#                         index of only such entries and a pull secret whose auths entry is
+#                         a string each fail naming the field (exit 1, no abort); the
+#                         registry itself refuses to store an index with a string platform
 #   docker-v2s2           Docker schema 2 manifest and manifest list
 #   zstd                  zstd layers
 #   oci-layout            oci-layout:PATH:TAG with no registry at all (gzip, zstd, index);
@@ -446,6 +450,56 @@ case_multi_arch() {
   expect_empty_cache "$tmp/c4"
 }
 
+# edited_index REPO/manifests/REF EXPR FILE: the index the registry serves, with the Python
+# statement EXPR run on it (as `m`), written to FILE.
+edited_index() {
+  curl -sf -H "Accept: application/vnd.oci.image.index.v1+json" "$KMODD_REGISTRY_URL/v2/$1" \
+    | "$py" -c 'import json,sys; m = json.load(sys.stdin); exec(sys.argv[1]); print(json.dumps(m))' \
+      "$2" >"$3" || fail "cannot read and edit the index $1"
+}
+put_index() {  # put_index REPO TAG FILE
+  curl -sf -X PUT -H "Content-Type: application/vnd.oci.image.index.v1+json" \
+    --data-binary "@$3" "$KMODD_REGISTRY_URL/v2/$1/manifests/$2" >/dev/null \
+    || fail "the registry refused the index $3 for $1:$2"
+}
+
+# Registry and pull-secret JSON the spec allows or an attacker writes (issue 12): each is
+# read as the spec says or refused naming the field, with exit 1, never an abort.
+case_hostile_json() {
+  [[ $(uname -m) == x86_64 ]] || fail "this case expects an x86_64 host, not $(uname -m)"
+  registry http
+  module_tree "$tmp/src-amd64" amd64
+  module_tree "$tmp/src-arm64" arm64
+  push kmodd/multi:v1 --layer "$tmp/src-{arch}" --arch amd64,arm64
+  local amd64
+  amd64=$(index_child kmodd/multi/manifests/v1 amd64)
+  # "platform" is optional in an OCI index: the entry without one (first) is skipped, amd64
+  # pulled.
+  edited_index kmodd/multi/manifests/v1 \
+    'a = [x for x in m["manifests"] if x["platform"]["architecture"] == "arm64"][0]; del a["platform"]; m["manifests"].remove(a); m["manifests"].insert(0, a)' \
+    "$tmp/noplatform.json"
+  put_index kmodd/multi noplatform "$tmp/noplatform.json"
+  pull_ok "pull of an index with an entry without platform" "$KMODD_REGISTRY/kmodd/multi:noplatform" \
+    --insecure --cache "$tmp/c1"
+  expect_pulled "$tmp/c1" "$amd64"
+  expect_tree "$(field tree)" "$tmp/src-amd64"
+  # Only entries without a platform: nothing fits, and the error says why.
+  edited_index kmodd/multi/manifests/v1 \
+    'm["manifests"] = [x for x in m["manifests"] if x["platform"]["architecture"] == "arm64"]; del m["manifests"][0]["platform"]' \
+    "$tmp/onlynoplatform.json"
+  put_index kmodd/multi onlynoplatform "$tmp/onlynoplatform.json"
+  pull_fails "pull of an index whose entries name no platform" \
+    "has no linux/amd64 manifest (it has: manifests[0] without a platform)" \
+    "$KMODD_REGISTRY/kmodd/multi:onlynoplatform" --insecure --cache "$tmp/c2"
+  ((rc == 1)) || fail "pull of an index whose entries name no platform: exit $rc, want 1"
+  # A pull secret whose auths entry is not an object.
+  printf '{"auths":{"%s":"%s"}}\n' "$KMODD_REGISTRY" "$(printf 'u:p' | base64 -w0)" >"$tmp/secret"
+  pull_fails "pull with a pull secret whose entry is a string" \
+    "pull secret: auths[\"$KMODD_REGISTRY\"]: expected an object, got a string" \
+    "$KMODD_REGISTRY/kmodd/multi:v1" --insecure --pull-secret "$tmp/secret" --cache "$tmp/c4"
+  ((rc == 1)) || fail "pull with a pull secret whose entry is a string: exit $rc, want 1"
+}
+
 case_docker_v2s2() {
   registry http
   module_tree "$tmp/src-amd64" amd64
@@ -766,6 +820,7 @@ case "$case_name" in
   basic-auth) case_basic_auth ;;
   token-auth) case_token_auth ;;
   multi-arch) case_multi_arch ;;
+  hostile-json) case_hostile_json ;;
   docker-v2s2) case_docker_v2s2 ;;
   zstd) case_zstd ;;
   oci-layout) case_oci_layout ;;

@@ -3,11 +3,11 @@
 #include <optional>
 
 #include "absl/strings/escaping.h"
+#include "common/json.h"
 #include "common/log.h"
 #include "controller/certs/manager.h"
 #include "controller/certs/pki.h"
 #include "controller/kube/fake_client.h"
-#include "controller/kube/json.h"
 
 namespace kmodd::certs {
 namespace {
@@ -152,7 +152,7 @@ TEST_CASE("the certificate manager stores its pair once, reuses it, and publishe
   Logger log(stderr, LogLevel::kError);
   const std::string vwc_path = kube::ResourcePath(
       "admissionregistration.k8s.io/v1", "validatingwebhookconfigurations", "", kWebhookConfigName);
-  auto vwc = kube::ParseJson(R"({"apiVersion":"admissionregistration.k8s.io/v1",
+  auto vwc = ParseJson(R"({"apiVersion":"admissionregistration.k8s.io/v1",
       "kind":"ValidatingWebhookConfiguration","metadata":{"name":"kmodd-module-validation"},
       "webhooks":[{"name":"a","clientConfig":{"url":"https://127.0.0.1:1/validate-module"}},
                   {"name":"b","clientConfig":{"url":"https://127.0.0.1:1/validate-module"}}]})");
@@ -173,12 +173,12 @@ TEST_CASE("the certificate manager stores its pair once, reuses it, and publishe
   REQUIRE(first.Publish(b1->ca_pem).ok());
   auto cm = client.Get(kube::ResourcePath("v1", "configmaps", "ns", kCaConfigMapName));
   REQUIRE(cm.ok());
-  CHECK(kube::StringAt(*cm, {"data", "ca.crt"}) == b1->ca_pem);
+  CHECK(StringAt(*cm, {"data", "ca.crt"}) == b1->ca_pem);
   auto got = client.Get(vwc_path);
   REQUIRE(got.ok());
   for (const Value& h : got->Find("webhooks")->AsList()) {
-    CHECK(kube::StringAt(h, {"clientConfig", "caBundle"}) == absl::Base64Escape(b1->ca_pem));
-    CHECK(kube::StringAt(h, {"clientConfig", "url"}) == "https://127.0.0.1:1/validate-module");
+    CHECK(StringAt(h, {"clientConfig", "caBundle"}) == absl::Base64Escape(b1->ca_pem));
+    CHECK(StringAt(h, {"clientConfig", "url"}) == "https://127.0.0.1:1/validate-module");
   }
 
   // Near the serving certificate's end: a new one from the same CA.

@@ -2,9 +2,9 @@
 
 #include <string>
 
+#include "common/json.h"
 #include "controller/kube/events.h"
 #include "controller/kube/fake_client.h"
-#include "controller/kube/json.h"
 
 namespace kmodd::kube {
 namespace {

@@ -2,8 +2,8 @@
 
 #include <string>
 
+#include "common/json.h"
 #include "controller/kube/fake_client.h"
-#include "controller/kube/json.h"
 
 namespace kmodd::kube {
 namespace {

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/json.h"
 #include "controller/kube/events.h"
-#include "controller/kube/json.h"
 #include "controller/kube/leader.h"
 #include "controller/kube/list_watch.h"
 #include "controller/kube/rest_client.h"

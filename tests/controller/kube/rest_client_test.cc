@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "common/http/beast_client.h"
-#include "controller/kube/json.h"
+#include "common/json.h"
 #include "controller/kube/rest_client.h"
 #include "tests/common/http/test_server.h"
 

@@ -17,8 +17,8 @@
 #include "controller/server/hub.h"
 #include "controller/source/kube_source.h"
 
+#include "common/json.h"
 #include "controller/kube/fake_client.h"
-#include "controller/kube/json.h"
 
 using kmodd::Value;
 using kmodd::server::DesiredLabels;
@@ -148,14 +148,14 @@ TEST_CASE("a finalizer patch computed from a stale Module is refused, not applie
   const std::string coll = kmodd::kube::ResourcePath("kmm.sigs.x-k8s.io/v1beta1", "modules", "ns");
   auto created = api.Create(coll, Value(Value::Map{{"metadata", Value(Value::Map{{"name", "a"}})}}));
   REQUIRE(created.ok());
-  ModuleMeta m{"ns", "a", "", kmodd::kube::StringAt(*created, {"metadata", "resourceVersion"}), {}, false, true};
+  ModuleMeta m{"ns", "a", "", kmodd::StringAt(*created, {"metadata", "resourceVersion"}), {}, false, true};
   const std::string path = coll + "/a";
   REQUIRE(api.MergePatch(path, FinalizerPatch(m, FinalizerAction::kAdd)).ok());
   // m is now stale: the same patch again is a conflict.
   CHECK(absl::IsAborted(api.MergePatch(path, FinalizerPatch(m, FinalizerAction::kAdd)).status()));
   auto now = api.Get(path);
   REQUIRE(now.ok());
-  CHECK(kmodd::ToJsonLine(*kmodd::kube::Lookup(*now, {"metadata", "finalizers"})) ==
+  CHECK(kmodd::ToJsonLine(*kmodd::Lookup(*now, {"metadata", "finalizers"})) ==
         R"(["kmodd.io/unload"])");
 }
 
@@ -199,7 +199,7 @@ struct LockedStream : kmodd::server::AgentStream {
 // A Module in namespace ns for the workers; `extra` goes into metadata.
 Value ModuleObject(const std::string& name, const std::string& regexp,
                    const std::string& extra = "") {
-  auto m = kmodd::kube::ParseJson(absl::StrCat(
+  auto m = kmodd::ParseJson(absl::StrCat(
       R"({"metadata":{"name":")", name, "\"", extra,
       R"(},"spec":{"selector":{"role":"worker"},"moduleLoader":{"container":{)",
       R"("modprobe":{"moduleName":"m"},"kernelMappings":[{"regexp":")", regexp,
@@ -209,7 +209,7 @@ Value ModuleObject(const std::string& name, const std::string& regexp,
 }
 
 void CreateWorker(kmodd::kube::FakeKubeClient& api, const std::string& name) {
-  auto n = kmodd::kube::ParseJson(absl::StrCat(
+  auto n = kmodd::ParseJson(absl::StrCat(
       R"({"metadata":{"name":")", name, R"(","labels":{"role":"worker"}},)",
       R"("status":{"nodeInfo":{"kernelVersion":"6.1.0-27-cloud-amd64","bootID":"b1",)",
       R"("architecture":"amd64"}}})"));
@@ -245,13 +245,13 @@ std::string AcceptedMessage(kmodd::server::Hub& hub, const std::string& name) {
 }
 
 std::string ConditionOf(const Value& module, const std::string& type, const char* field) {
-  const Value* list = kmodd::kube::Lookup(module, {"status", "conditions"});
+  const Value* list = kmodd::Lookup(module, {"status", "conditions"});
   if (list == nullptr || !list->IsList()) {
     return "";
   }
   for (const Value& c : list->AsList()) {
-    if (kmodd::kube::StringAt(c, {"type"}) == type) {
-      return kmodd::kube::StringAt(c, {field});
+    if (kmodd::StringAt(c, {"type"}) == type) {
+      return kmodd::StringAt(c, {field});
     }
   }
   return "";
@@ -293,7 +293,7 @@ TEST_CASE("Kubernetes mode: a Module rejected at start is in its status, unheld,
     auto metas = source.Modules();
     return now.ok() && metas.size() == 2 && metas[0].name == "bad" &&
            metas[0].resource_version ==
-               kmodd::kube::StringAt(*now, {"metadata", "resourceVersion"});
+               kmodd::StringAt(*now, {"metadata", "resourceVersion"});
   }));
   writer.SyncOnce();
   for (const std::string& call : api.calls()) {
@@ -304,11 +304,11 @@ TEST_CASE("Kubernetes mode: a Module rejected at start is in its status, unheld,
   CHECK(ConditionOf(*bad, "Accepted", "status") == "False");
   CHECK(ConditionOf(*bad, "Accepted", "message")
             .find("spec.moduleLoader.container.kernelMappings[0].regexp: ") == 0);
-  CHECK(kmodd::kube::Lookup(*bad, {"metadata", "finalizers"}) == nullptr);
+  CHECK(kmodd::Lookup(*bad, {"metadata", "finalizers"}) == nullptr);
   const auto warnings = api.Objects(kmodd::kube::ResourcePath("v1", "events", "ns"));
   REQUIRE(warnings.size() == 1);
-  CHECK(kmodd::kube::StringAt(warnings.begin()->second, {"reason"}) == "Rejected");
-  CHECK(kmodd::kube::StringAt(warnings.begin()->second, {"type"}) == "Warning");
+  CHECK(kmodd::StringAt(warnings.begin()->second, {"reason"}) == "Rejected");
+  CHECK(kmodd::StringAt(warnings.begin()->second, {"type"}) == "Warning");
 
   // Fixed: accepted, planned, sent, and from now on held by the finalizer.
   REQUIRE(api.MergePatch(modules + "/bad", module("^6\\\\.1\\\\.")).ok());
@@ -321,10 +321,10 @@ TEST_CASE("Kubernetes mode: a Module rejected at start is in its status, unheld,
   REQUIRE(Eventually([&] {
     writer.SyncOnce();
     bad = api.Get(modules + "/bad");
-    return bad.ok() && kmodd::kube::Lookup(*bad, {"metadata", "finalizers"}) != nullptr;
+    return bad.ok() && kmodd::Lookup(*bad, {"metadata", "finalizers"}) != nullptr;
   }));
   CHECK(ConditionOf(*bad, "Accepted", "status") == "True");
-  CHECK(kmodd::ToJsonLine(*kmodd::kube::Lookup(*bad, {"metadata", "finalizers"})) ==
+  CHECK(kmodd::ToJsonLine(*kmodd::Lookup(*bad, {"metadata", "finalizers"})) ==
         R"(["kmodd.io/unload"])");
   source.Stop();
   std::fclose(devnull);

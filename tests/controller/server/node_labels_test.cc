@@ -5,8 +5,8 @@
 #include <regex>
 
 #include "absl/strings/str_cat.h"
+#include "common/json.h"
 #include "controller/kube/fake_client.h"
-#include "controller/kube/json.h"
 
 using kmodd::Value;
 using kmodd::server::LabelRefusedEvent;
@@ -42,7 +42,7 @@ class LabelCheckingClient final : public kmodd::kube::KubeClient {
   absl::StatusOr<Value> MergePatch(std::string_view path, const Value& patch) override {
     static const std::regex kValue("(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?");
     ++patches;
-    if (const Value* labels = kmodd::kube::Lookup(patch, {"metadata", "labels"})) {
+    if (const Value* labels = kmodd::Lookup(patch, {"metadata", "labels"})) {
       for (const auto& [k, v] : labels->AsMap()) {
         if (v.IsString() && (v.AsString().size() > 63 || !std::regex_match(v.AsString(), kValue))) {
           return absl::InvalidArgumentError(absl::StrCat(
@@ -69,7 +69,7 @@ Labels NodeLabels(LabelCheckingClient& c) {
   auto n = c.api.Get(absl::StrCat(kNodes, "/w1"));
   REQUIRE(n.ok());
   Labels out;
-  if (const Value* labels = kmodd::kube::Lookup(*n, {"metadata", "labels"})) {
+  if (const Value* labels = kmodd::Lookup(*n, {"metadata", "labels"})) {
     for (const auto& [k, v] : labels->AsMap()) {
       out[k] = v.AsString();
     }

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "absl/strings/escaping.h"
-#include "controller/kube/json.h"
+#include "common/json.h"
 
 namespace kmodd::server {
 namespace {
@@ -31,7 +31,7 @@ constexpr char kReview[] = R"({
 constexpr char kAgent[] = "system:serviceaccount:kmodd-system:kmodd-agent";
 
 ReviewedToken Parse(const char* text) {
-  auto v = kube::ParseJson(text);
+  auto v = ParseJson(text);
   REQUIRE(v.ok());
   auto t = ParseTokenReview(*v);
   REQUIRE(t.ok());
@@ -81,11 +81,11 @@ class ReviewingClient final : public kube::KubeClient {
   absl::StatusOr<Value> Create(std::string_view collection, const Value& object) override {
     ++calls;
     CHECK(collection == "/apis/authentication.k8s.io/v1/tokenreviews");
-    CHECK(ToJsonLine(*kube::Lookup(object, {"spec", "audiences"})) == R"(["kmodd"])");
+    CHECK(ToJsonLine(*Lookup(object, {"spec", "audiences"})) == R"(["kmodd"])");
     if (down) {
       return absl::UnavailableError("connection refused");
     }
-    return *kube::ParseJson(kReview);
+    return *ParseJson(kReview);
   }
   absl::StatusOr<Value> Update(std::string_view, const Value&) override {
     return absl::UnimplementedError("");

@@ -4,10 +4,10 @@
 
 #include <algorithm>
 
-#include "controller/kube/json.h"
+#include "common/json.h"
 
 TEST_CASE("a Node object becomes the planner's Node: labels, taints, kernel and boot id") {
-  auto o = kmodd::kube::ParseJson(R"({"metadata":{"name":"w1","uid":"u","labels":{"role":"worker"}},
+  auto o = kmodd::ParseJson(R"({"metadata":{"name":"w1","uid":"u","labels":{"role":"worker"}},
     "spec":{"taints":[{"key":"gpu","value":"none","effect":"NoExecute"}]},
     "status":{"nodeInfo":{"kernelVersion":"6.1.0-27-cloud-amd64","bootID":"b1","architecture":"amd64"}}})");
   REQUIRE(o.ok());
@@ -22,7 +22,7 @@ TEST_CASE("a Node object becomes the planner's Node: labels, taints, kernel and 
 }
 
 TEST_CASE("a Module list item (no kind) decodes; an invalid one is refused naming it") {
-  auto o = kmodd::kube::ParseJson(R"({"metadata":{"name":"a","namespace":"ns","resourceVersion":"7",
+  auto o = kmodd::ParseJson(R"({"metadata":{"name":"a","namespace":"ns","resourceVersion":"7",
     "finalizers":["kmodd.io/unload"],"deletionTimestamp":"2026-01-01T00:00:00Z"},
     "spec":{"selector":{"role":"worker"},"imageRepoSecret":{"name":"pull"},"moduleLoader":{"container":{
       "modprobe":{"moduleName":"m"},"kernelMappings":[{"regexp":"^.+$","containerImage":"r/m:1"}]}}}})");
@@ -36,7 +36,7 @@ TEST_CASE("a Module list item (no kind) decodes; an invalid one is refused namin
   CHECK(meta.resource_version == "7");
   CHECK(meta.finalizers == std::vector<std::string>{"kmodd.io/unload"});
 
-  auto bad = kmodd::kube::ParseJson(R"({"metadata":{"name":"b","namespace":"ns"},
+  auto bad = kmodd::ParseJson(R"({"metadata":{"name":"b","namespace":"ns"},
     "spec":{"moduleLoader":{"container":{"modprobe":{"moduleName":"m"},"kernelMappings":[{"regexp":"^6\\.1\\.(["}]}}}})");
   REQUIRE(bad.ok());
   auto refused = kmodd::source::ModuleFromObject(*bad);
@@ -45,19 +45,19 @@ TEST_CASE("a Module list item (no kind) decodes; an invalid one is refused namin
 }
 
 TEST_CASE("a pull secret's .dockerconfigjson is decoded; another type is refused") {
-  auto s = kmodd::kube::ParseJson(
+  auto s = kmodd::ParseJson(
       R"({"metadata":{"name":"pull","namespace":"ns"},"data":{".dockerconfigjson":"eyJhdXRocyI6e319"}})");
   REQUIRE(s.ok());
   auto c = kmodd::source::DockerConfigFromSecret(*s);
   REQUIRE(c.ok());
   CHECK(*c == R"({"auths":{}})");
-  auto opaque = kmodd::kube::ParseJson(R"({"metadata":{"name":"x","namespace":"ns"},"data":{"k":"dg=="}})");
+  auto opaque = kmodd::ParseJson(R"({"metadata":{"name":"x","namespace":"ns"},"data":{"k":"dg=="}})");
   REQUIRE(opaque.ok());
   CHECK(absl::IsFailedPrecondition(kmodd::source::DockerConfigFromSecret(*opaque).status()));
 }
 
 TEST_CASE("a rejected Module object yields every problem, each naming the Module and the field") {
-  auto bad = kmodd::kube::ParseJson(R"({"metadata":{"name":"b","namespace":"ns"},
+  auto bad = kmodd::ParseJson(R"({"metadata":{"name":"b","namespace":"ns"},
     "spec":{"selector":{"role":"worker"},"moduleLoader":{"container":{"modprobe":{"moduleName":"m"},
       "kernelMappings":[{"regexp":"^6\\.1\\.([","containerImage":""},{"literal":"6.1.0","containerImage":"r/m"}]}}}})");
   REQUIRE(bad.ok());

@@ -3,18 +3,14 @@
 #include <string>
 
 #include "absl/strings/str_replace.h"
+#include "common/json.h"
 #include "controller/api/yaml_reader.h"
-#include "controller/kube/json.h"
 #include "controller/webhook/https_server.h"
 #include "controller/webhook/webhook.h"
 #include "tests/controller/api/crd_cases.h"
 
 namespace kmodd::webhook {
 namespace {
-
-using kube::Lookup;
-using kube::ParseJson;
-using kube::StringAt;
 
 // A Module as the API server puts it in a review (defaults applied, managedFields cut).
 std::string ModuleJson(const std::string& mappings, const std::string& extra_meta = "") {
@@ -94,7 +90,7 @@ TEST_CASE("webhook refuses an invalid Module naming each field path") {
     INFO(row.what);
     const Value v = Respond(Review("CREATE", ModuleJson(row.mappings)));
     CHECK_FALSE(Allowed(v));
-    CHECK(kube::IntAt(v, {"response", "status", "code"}) == 422);
+    CHECK(IntAt(v, {"response", "status", "code"}) == 422);
     CHECK(Message(v).find(row.expect) != std::string::npos);
   }
 }

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <condition_variable>
 #include <mutex>
+#include <stdexcept>
 
 #include "node-agent/server/reconciler.h"
 #include "server_rig.h"
@@ -39,6 +40,9 @@ class SlowStore : public kmodd::reconcile::ImageStore {
  public:
   explicit SlowStore(Gate& g) : gate_(g) {}
   absl::StatusOr<std::string> RootFor(const kmodd::api::NodeModuleSpec& m) override {
+    if (m.config.container_image.rfind("throw:", 0) == 0) {
+      throw std::runtime_error("a bug the store did not catch");
+    }
     if (m.config.container_image.rfind("slow:", 0) != 0) {
       return dirs_.RootFor(m);
     }
@@ -135,6 +139,21 @@ TEST_CASE("a slow pull does not delay another Module's load", "[server]") {
   r.gate.Open(r.img_a);
   REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", ModulePhase::kLoaded); }));
   CHECK(r.Loaded("mod_a"));
+}
+
+TEST_CASE("an exception out of a pull fails that pull; the agent goes on", "[server]") {
+  Rig r;
+  r.Desire({Spec("ns", "a", "throw:registry/a:1", "mod_a"), Spec("ns", "b", "dir:" + r.img_b, "mod_b")});
+  REQUIRE(Eventually([&] {
+    return PhaseIs(r.state, "ns/a", ModulePhase::kFailed) && PhaseIs(r.state, "ns/b", ModulePhase::kLoaded);
+  }));
+  const auto snap = r.state.Snapshot();
+  CHECK_THAT(kmodd::testing::FindStatus(snap, "ns/a")->message,
+             Catch::Contains("pull of throw:registry/a:1 failed unexpectedly: "
+                             "a bug the store did not catch"));
+  // The pull threads still serve: the next desired state loads.
+  r.Desire({Spec("ns", "a", "dir:" + r.img_a, "mod_a")}, "v2");
+  REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", ModulePhase::kLoaded); }));
 }
 
 TEST_CASE("after a restart without any desired state, nothing kmodd loaded is unloaded", "[server]") {

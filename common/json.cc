@@ -1,20 +1,22 @@
-#include "controller/kube/json.h"
+#include "common/json.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <limits>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 
-namespace kmodd::kube {
+namespace kmodd {
 namespace {
 
-constexpr int kMaxDepth = 200;  // Kubernetes objects nest a few dozen levels at most
+// Up to this many keys a linear scan finds a repeated key faster than hashing every key.
+constexpr size_t kLinearKeys = 16;
 
 class Parser {
  public:
-  explicit Parser(std::string_view text) : s_(text) {}
+  Parser(std::string_view text, const JsonLimits& limits) : s_(text), limits_(limits) {}
 
   absl::StatusOr<Value> ParseDocument() {
     Value v;
@@ -49,8 +51,11 @@ class Parser {
   }
 
   absl::Status ParseValue(Value& out, int depth) {
-    if (depth > kMaxDepth) {
-      return Error("nesting too deep");
+    if (depth > limits_.max_depth) {
+      return Error(absl::StrCat("nesting deeper than ", limits_.max_depth, " levels"));
+    }
+    if (++values_ > limits_.max_values) {
+      return Error(absl::StrCat("more than ", limits_.max_values, " values in one document"));
     }
     SkipSpace();
     if (pos_ >= s_.size()) {
@@ -92,6 +97,9 @@ class Parser {
   absl::Status ParseObject(Value& out, int depth) {
     ++pos_;  // {
     Value::Map map;
+    // Key -> index in `map`, built once the object outgrows a linear scan: a Node with
+    // 100,000 labels must cost a hash lookup per label, not a scan of the ones before it.
+    absl::flat_hash_map<std::string, size_t> index;
     SkipSpace();
     if (pos_ < s_.size() && s_[pos_] == '}') {
       ++pos_;
@@ -116,12 +124,21 @@ class Parser {
       if (absl::Status st = ParseValue(item, depth + 1); !st.ok()) {
         return st;
       }
-      auto same = std::find_if(map.begin(), map.end(),
-                               [&key](const auto& field) { return field.first == key; });
-      if (same != map.end()) {
-        same->second = std::move(item);
+      if (const size_t at = Find(map, index, key); at < map.size()) {
+        map[at].second = std::move(item);
+      } else if (map.size() >= limits_.max_keys_per_object) {
+        return Error(absl::StrCat("more than ", limits_.max_keys_per_object, " keys in one object"));
       } else {
+        if (!index.empty()) {
+          index.emplace(key, map.size());
+        }
         map.emplace_back(std::move(key), std::move(item));
+        if (index.empty() && map.size() > kLinearKeys) {
+          index.reserve(map.size() * 2);
+          for (size_t i = 0; i < map.size(); ++i) {
+            index.emplace(map[i].first, i);
+          }
+        }
       }
       SkipSpace();
       if (pos_ < s_.size() && s_[pos_] == ',') {
@@ -135,6 +152,21 @@ class Parser {
       }
       return Error("expected ',' or '}'");
     }
+  }
+
+  // The index of `key` in `map`, or map.size().
+  static size_t Find(const Value::Map& map, const absl::flat_hash_map<std::string, size_t>& index,
+                     const std::string& key) {
+    if (!index.empty()) {
+      const auto it = index.find(key);
+      return it != index.end() ? it->second : map.size();
+    }
+    for (size_t i = 0; i < map.size(); ++i) {
+      if (map[i].first == key) {
+        return i;
+      }
+    }
+    return map.size();
   }
 
   absl::Status ParseArray(Value& out, int depth) {
@@ -243,6 +275,28 @@ class Parser {
     }
   }
 
+  // The length of the well-formed UTF-8 sequence (RFC 3629: no overlong form, no surrogate,
+  // nothing past U+10FFFF) that starts `s`, or 0.
+  static size_t Utf8Length(std::string_view s) {
+    const auto b = [&s](size_t i) { return i < s.size() ? static_cast<unsigned char>(s[i]) : 0; };
+    const auto cont = [&b](size_t i) { return (b(i) & 0xC0) == 0x80; };
+    const unsigned char c = b(0);
+    if (c >= 0xC2 && c <= 0xDF) {
+      return cont(1) ? 2 : 0;
+    }
+    if (c >= 0xE0 && c <= 0xEF) {
+      const unsigned char lo = c == 0xE0 ? 0xA0 : 0x80;
+      const unsigned char hi = c == 0xED ? 0x9F : 0xBF;
+      return b(1) >= lo && b(1) <= hi && cont(2) ? 3 : 0;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+      const unsigned char lo = c == 0xF0 ? 0x90 : 0x80;
+      const unsigned char hi = c == 0xF4 ? 0x8F : 0xBF;
+      return b(1) >= lo && b(1) <= hi && cont(2) && cont(3) ? 4 : 0;
+    }
+    return 0;
+  }
+
   absl::Status ParseEscape(std::string& out) {
     if (pos_ >= s_.size()) {
       return Error("unterminated string");
@@ -291,9 +345,18 @@ class Parser {
     ++pos_;  // "
     while (true) {
       const size_t run = pos_;
-      while (pos_ < s_.size() && s_[pos_] != '"' && s_[pos_] != '\\' &&
-             static_cast<unsigned char>(s_[pos_]) >= 0x20) {
-        ++pos_;
+      while (pos_ < s_.size() && s_[pos_] != '"' && s_[pos_] != '\\') {
+        const auto c = static_cast<unsigned char>(s_[pos_]);
+        if (c < 0x20) {
+          break;
+        }
+        if (c < 0x80) {
+          ++pos_;
+        } else if (const size_t n = Utf8Length(s_.substr(pos_)); n > 0) {
+          pos_ += n;
+        } else {
+          return Error("invalid UTF-8 in a string");
+        }
       }
       out.append(s_.substr(run, pos_ - run));
       if (pos_ >= s_.size()) {
@@ -314,12 +377,18 @@ class Parser {
   }
 
   std::string_view s_;
+  const JsonLimits& limits_;
   size_t pos_ = 0;
+  size_t values_ = 0;
 };
 
 }  // namespace
 
-absl::StatusOr<Value> ParseJson(std::string_view text) { return Parser(text).ParseDocument(); }
+absl::StatusOr<Value> ParseJson(std::string_view text, const JsonLimits& limits) {
+  return Parser(text, limits).ParseDocument();
+}
+
+absl::StatusOr<Value> ParseJson(std::string_view text) { return ParseJson(text, JsonLimits{}); }
 
 absl::Status JsonFramer::Feed(const char* data, size_t n, const Sink& sink) {
   std::string_view in(data, n);
@@ -408,4 +477,4 @@ Value With(const Value& v, std::string_view key, Value value) {
   return Value(std::move(map));
 }
 
-}  // namespace kmodd::kube
+}  // namespace kmodd

@@ -3,18 +3,14 @@
 #include <string>
 #include <vector>
 
-#include "controller/kube/json.h"
-#include "controller/kube/merge_patch.h"
+#include "absl/strings/str_cat.h"
+#include "common/json.h"
+#include "tests/must_parse.h"
 
-namespace kmodd::kube {
+namespace kmodd {
 namespace {
 
-Value MustParse(const std::string& text) {
-  absl::StatusOr<Value> v = ParseJson(text);
-  INFO(text);
-  REQUIRE(v.status().ToString() == "OK");
-  return *std::move(v);
-}
+using testing::MustParse;
 
 TEST_CASE("JSON parses a Kubernetes object keeping key order and exact integers") {
   const Value v = MustParse(
@@ -55,7 +51,7 @@ TEST_CASE("JSON errors say what is wrong and where") {
       {R"({"a":tru})", "unexpected character"},
       {R"({} {})", "after the value"},
       {"", "unexpected end"},
-      {std::string(300, '[') + std::string(300, ']'), "nesting too deep"},
+      {std::string(300, '[') + std::string(300, ']'), "nesting deeper than 200 levels"},
   };
   for (const Row& row : rows) {
     INFO(row.text);
@@ -64,6 +60,84 @@ TEST_CASE("JSON errors say what is wrong and where") {
     CHECK(v.status().code() == absl::StatusCode::kInvalidArgument);
     CHECK_THAT(std::string(v.status().message()), Catch::Contains(row.message));
     CHECK_THAT(std::string(v.status().message()), Catch::Contains("at offset"));
+  }
+}
+
+TEST_CASE("JSON reads a Node with 100,000 labels, a repeated one keeping its last value") {
+  std::string text = R"({"metadata":{"name":"n","labels":{)";
+  for (int i = 0; i < 100000; ++i) {
+    absl::StrAppend(&text, i > 0 ? "," : "", "\"example.com/l-", i, "\":\"v", i, "\"");
+  }
+  absl::StrAppend(&text, R"(,"example.com/l-7":"again","example.com/l-99999":"last"}}})");
+  const Value v = MustParse(text);
+  const Value* labels = Lookup(v, {"metadata", "labels"});
+  REQUIRE(labels != nullptr);
+  REQUIRE(labels->AsMap().size() == 100000);
+  CHECK(labels->AsMap()[7].first == "example.com/l-7");
+  CHECK(labels->AsMap()[7].second.AsString() == "again");
+  CHECK(labels->AsMap()[99998].second.AsString() == "v99998");
+  CHECK(StringAt(v, {"metadata", "labels", "example.com/l-99999"}) == "last");
+  CHECK(StringAt(v, {"metadata", "labels", "example.com/l-50000"}) == "v50000");
+}
+
+TEST_CASE("JSON refuses a document over its limits, naming the limit") {
+  JsonLimits small;
+  small.max_depth = 3;
+  small.max_keys_per_object = 4;
+  small.max_values = 10;
+  struct Row {
+    std::string text;
+    std::string error;  // "" = parses
+  };
+  const std::vector<Row> rows = {
+      {R"({"a":{"b":{"c":1}}})", ""},
+      {R"({"a":{"b":{"c":[1]}}})", "JSON: nesting deeper than 3 levels at offset 16"},
+      {R"({"a":1,"b":2,"c":3,"d":4})", ""},
+      {R"({"a":1,"b":2,"c":3,"d":4,"a":5})", ""},  // a repeated key is not a new one
+      {R"({"a":1,"b":2,"c":3,"d":4,"e":5})", "JSON: more than 4 keys in one object at offset 30"},
+      {R"([1,2,3,4,5,6,7,8,9])", ""},
+      {R"([1,2,3,4,5,6,7,8,9,10])", "JSON: more than 10 values in one document at offset 19"},
+  };
+  for (const Row& row : rows) {
+    INFO(row.text);
+    absl::StatusOr<Value> v = ParseJson(row.text, small);
+    CHECK(v.status().message() == row.error);
+  }
+  // The defaults are the documented ones.
+  CHECK(JsonLimits{}.max_keys_per_object == 1048576);
+  CHECK(JsonLimits{}.max_values == 16777216);
+  CHECK(JsonLimits{}.max_depth == 200);
+}
+
+TEST_CASE("JSON strings must be UTF-8") {
+  struct Row {
+    std::string bytes;
+    bool ok;
+  };
+  const std::vector<Row> rows = {
+      {"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", true},  // é € 😀
+      {"\xf4\x8f\xbf\xbf", true},                      // U+10FFFF
+      {"\xff", false},
+      {"\x80", false},                  // a continuation byte alone
+      {"\xc0\xaf", false},              // overlong '/'
+      {"\xe0\x80\xaf", false},          // overlong, three bytes
+      {"\xed\xa0\x80", false},          // a UTF-16 surrogate
+      {"\xf4\x90\x80\x80", false},      // past U+10FFFF
+      {"\xe2\x82", false},              // cut short
+      {"\xe2\x82x", false},
+  };
+  for (const Row& row : rows) {
+    const std::string text = "{\"k\":\"a" + row.bytes + "b\"}";
+    INFO(text);
+    absl::StatusOr<Value> v = ParseJson(text);
+    CHECK(v.ok() == row.ok);
+    if (row.ok) {
+      CHECK(StringAt(*v, {"k"}) == "a" + row.bytes + "b");
+    } else {
+      CHECK(v.status().message() == "JSON: invalid UTF-8 in a string at offset 7");
+    }
+    // Keys too.
+    CHECK(ParseJson("{\"" + row.bytes + "\":1}").ok() == row.ok);
   }
 }
 
@@ -113,37 +187,5 @@ TEST_CASE("The JSON framer reports a partial value, garbage, and values over its
   CHECK(stopping.Feed("{}{}", 4, fail).code() == absl::StatusCode::kCancelled);
 }
 
-TEST_CASE("Merge patch follows RFC 7386") {
-  struct Row {
-    std::string target;
-    std::string patch;
-    std::string result;
-  };
-  // The RFC's own examples, and Kubernetes-shaped ones.
-  const std::vector<Row> rows = {
-      {R"({"a":"b"})", R"({"a":"c"})", R"({"a":"c"})"},
-      {R"({"a":"b"})", R"({"b":"c"})", R"({"a":"b","b":"c"})"},
-      {R"({"a":"b"})", R"({"a":null})", R"({})"},
-      {R"({"a":"b","b":"c"})", R"({"a":null})", R"({"b":"c"})"},
-      {R"({"a":["b"]})", R"({"a":"c"})", R"({"a":"c"})"},
-      {R"({"a":"c"})", R"({"a":["b"]})", R"({"a":["b"]})"},
-      {R"({"a":{"b":"c"}})", R"({"a":{"b":"d","c":null}})", R"({"a":{"b":"d"}})"},
-      {R"({"a":[{"b":"c"}]})", R"({"a":[1]})", R"({"a":[1]})"},
-      {R"(["a","b"])", R"(["c","d"])", R"(["c","d"])"},
-      {R"({"a":"b"})", R"(["c"])", R"(["c"])"},
-      {R"({"e":null})", R"({"a":1})", R"({"e":null,"a":1})"},
-      {R"([1,2])", R"({"a":"b","c":null})", R"({"a":"b"})"},
-      {R"({})", R"({"a":{"bb":{"ccc":null}}})", R"({"a":{"bb":{}}})"},
-      {R"({"metadata":{"labels":{"x":"1","y":"2"}}})",
-       R"({"metadata":{"labels":{"x":null,"z":"3"}}})",
-       R"({"metadata":{"labels":{"y":"2","z":"3"}}})"},
-  };
-  for (const Row& row : rows) {
-    INFO(row.target << " + " << row.patch);
-    CHECK(ToJsonLine(ApplyMergePatch(MustParse(row.target), MustParse(row.patch))) ==
-          row.result);
-  }
-}
-
 }  // namespace
-}  // namespace kmodd::kube
+}  // namespace kmodd

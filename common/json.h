@@ -1,6 +1,7 @@
 #pragma once
 
-// JSON for the Kubernetes client, on common/value.h's Value.
+// The one JSON parser for untrusted input (Kubernetes objects, admission reviews, registry
+// manifests and tokens, pull secrets), on common/value.h's Value.
 //
 // A parser of our own rather than yaml-cpp or protobuf's JSON->Struct: yaml-cpp reads JSON
 // as YAML (quoted "123" and 123 both come back as scalars, surrogate-pair escapes and
@@ -24,11 +25,23 @@
 #include "absl/status/statusor.h"
 #include "common/value.h"
 
-namespace kmodd::kube {
+namespace kmodd {
+
+// Bounds on one document, beside the caller's bound on its bytes. The defaults admit any
+// object the API server can store (etcd refuses requests over 1.5 MiB by default, so no stored
+// object has more than ~220,000 keys in one map) and a page of a List with thousands of
+// values per item, with room to spare; they bound what a hostile text can make us build.
+struct JsonLimits {
+  int max_depth = 200;                  // Kubernetes objects nest a few dozen levels at most
+  size_t max_keys_per_object = 1 << 20;  // 1,048,576: a Node with 100,000 labels is fine
+  size_t max_values = 1 << 24;          // 16,777,216 values (about 1 GiB as Values), any depth
+};
 
 // One JSON text (RFC 8259) into a Value. Objects keep their key order; a repeated key keeps
-// its last value, as Go's encoding/json (the API server's) does. InvalidArgument, with the
-// byte offset, for anything else.
+// its last value, as Go's encoding/json (the API server's) does; finding it costs the same
+// for one key or a million. Strings must be UTF-8. InvalidArgument, with the byte offset,
+// for anything else, and for a document over `limits`.
+[[nodiscard]] absl::StatusOr<Value> ParseJson(std::string_view text, const JsonLimits& limits);
 [[nodiscard]] absl::StatusOr<Value> ParseJson(std::string_view text);
 
 // Splits a byte stream into top-level JSON objects or arrays, wherever the network cut it:
@@ -65,4 +78,4 @@ int64_t IntAt(const Value& v, std::initializer_list<std::string_view> path);
 // A non-map `v` becomes a map.
 Value With(const Value& v, std::string_view key, Value value);
 
-}  // namespace kmodd::kube
+}  // namespace kmodd

@@ -1,0 +1,109 @@
+#include "node-agent/image/json_fields.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace kmodd::image {
+
+namespace {
+
+absl::Status WrongShape(const std::string& where, std::string_view key, const char* want,
+                        const Value& got) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(where, ".", std::string(key), ": expected ", want, ", got ", TypeName(got)));
+}
+
+absl::Status Missing(const std::string& where, std::string_view key) {
+  return absl::InvalidArgumentError(absl::StrCat(where, ".", std::string(key), ": required, missing"));
+}
+
+// The member, or nullptr when absent or null.
+const Value* Member(const Value& obj, std::string_view key) {
+  const Value* v = obj.Find(key);
+  return v != nullptr && !v->IsNull() ? v : nullptr;
+}
+
+}  // namespace
+
+absl::StatusOr<Value> ParseObject(std::string_view text, const std::string& doc) {
+  absl::StatusOr<Value> v = ParseJson(text, kRegistryJsonLimits);
+  if (!v.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(doc, ": not valid JSON: ", v.status().message()));
+  }
+  if (!v->IsMap()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(doc, ": expected a JSON object, got ", TypeName(*v)));
+  }
+  return v;
+}
+
+const char* TypeName(const Value& v) {
+  if (v.IsMap()) {
+    return "an object";
+  }
+  if (v.IsList()) {
+    return "a list";
+  }
+  if (v.IsString()) {
+    return "a string";
+  }
+  if (v.IsInt()) {
+    return "a number";
+  }
+  if (v.IsBool()) {
+    return "a boolean";
+  }
+  return "null";
+}
+
+absl::StatusOr<const Value*> OptionalObject(const Value& obj, std::string_view key,
+                                            const std::string& where) {
+  const Value* v = Member(obj, key);
+  if (v != nullptr && !v->IsMap()) {
+    return WrongShape(where, key, "an object", *v);
+  }
+  return v;
+}
+
+absl::StatusOr<const Value*> OptionalList(const Value& obj, std::string_view key,
+                                          const std::string& where) {
+  const Value* v = Member(obj, key);
+  if (v != nullptr && !v->IsList()) {
+    return WrongShape(where, key, "a list", *v);
+  }
+  return v;
+}
+
+absl::StatusOr<std::string> OptionalString(const Value& obj, std::string_view key,
+                                           const std::string& where) {
+  const Value* v = Member(obj, key);
+  if (v == nullptr) {
+    return std::string();
+  }
+  if (!v->IsString()) {
+    return WrongShape(where, key, "a string", *v);
+  }
+  return v->AsString();
+}
+
+absl::StatusOr<std::string> RequiredString(const Value& obj, std::string_view key,
+                                           const std::string& where) {
+  if (Member(obj, key) == nullptr) {
+    return Missing(where, key);
+  }
+  return OptionalString(obj, key, where);
+}
+
+absl::StatusOr<int64_t> RequiredInt(const Value& obj, std::string_view key,
+                                    const std::string& where) {
+  const Value* v = Member(obj, key);
+  if (v == nullptr) {
+    return Missing(where, key);
+  }
+  if (!v->IsInt()) {
+    return WrongShape(where, key, "an integer", *v);
+  }
+  return v->AsInt();
+}
+
+}  // namespace kmodd::image
