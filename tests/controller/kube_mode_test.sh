@@ -98,7 +98,7 @@ start_controller() {  # NAME [extra flags...]
   eval "${name//-/_}_pid=$!"
   until_ok 20 grep -q '"controller running (Kubernetes)"' "$dir/$name.log" || fail "$name did not start"
 }
-port_of() { grep -o '"sync server listening".*' "$dir/$1.log" | grep -o '"port":[0-9]*' | head -1 | cut -d: -f2; }
+port_of() { grep -o '"sync server listening".*' "$dir/$1.log" | grep -o '"port":[1-9][0-9]*' | head -1 | cut -d: -f2; }
 start_agents() {  # NAME PORT [N PREFIX KERNEL]
   "$bin/kmodd-loadgen" --controller "127.0.0.1:$2" --agents "${3:-3}" --name-prefix "${4:-sim-}" \
     --insecure --kernel "${5:-6.1.0-27-cloud-amd64}" >"$dir/$1.log" 2>&1 &
@@ -132,6 +132,7 @@ ready_is() { [[ $(ready_nodes "$1") == "$2" ]]; }
 
 step "controller and agents"
 start_controller ctl-a --status-file "$dir/ctl-a-status.yaml"
+until_ok 20 grep -q '"sync server listening".*"port":[1-9]' "$dir/ctl-a.log" || fail "the restarted controller does not listen"
 start_agents agents-a "$(port_of ctl-a)"
 until_ok 20 grep -q "connected 3" "$dir/agents-a.log" || fail "agents did not connect"
 
@@ -281,6 +282,7 @@ step "a controller restarted while the never-accepted Module is rejected still s
 kill "$ctl_a_pid" "$agents_a_pid"
 wait "$ctl_a_pid" "$agents_a_pid" 2>/dev/null || true
 start_controller ctl-a --status-file "$dir/ctl-a-status.yaml"
+until_ok 20 grep -q '"sync server listening".*"port":[1-9]' "$dir/ctl-a.log" || fail "the restarted controller does not listen"
 start_agents agents-a "$(port_of ctl-a)"
 until_ok 20 grep -q "connected 3" "$dir/agents-a.log" || fail "after the restart the agents' hellos were not answered"
 module kmm-ci-x

@@ -269,7 +269,9 @@ TEST_CASE("status: a Module's pull Secret, once looked up, is reported by a cond
         kmodd::server::Condition{"PullSecretResolved", "False", "NotFound",
                                  "Secret demo/pull (spec.imageRepoSecret) not found"});
   f.secrets["demo/pull"] = {true, "", ""};
-  const kmodd::server::Condition* c = Cond(f.Run().modules[0], "PullSecretResolved");
+  const ControllerStatus found = f.Run();  // kept: Cond points into it
+  const kmodd::server::Condition* c = Cond(found.modules[0], "PullSecretResolved");
+  REQUIRE(c != nullptr);
   CHECK(c->status == "True");
   CHECK(c->reason == "Found");
 }
