@@ -398,7 +398,7 @@ void DecodeObject(const YAML::Node& doc, const std::string& path, ReadContext& c
     return;
   }
   ctx.Warning(doc, where + "kind",
-              absl::StrCat("kind ", tm.kind, " is not read by kmodd; document skipped"));
+              absl::StrCat(tm.kind, " is not read by kmodd; document skipped"));
 }
 
 }  // namespace

@@ -22,7 +22,8 @@ bool IsManifest(const fs::path& p) {
 void DecodeFile(const std::string& path, api::Decoded& d) {
   auto text = ReadFile(path);
   if (!text.ok()) {
-    d.errors.push_back(api::Diagnostic{path, 0, "", "", std::string(text.status().message())});
+    // The status message names the path already: the diagnostic's source would repeat it.
+    d.errors.push_back(api::Diagnostic{"", 0, "", "", std::string(text.status().message())});
     return;
   }
   api::DecodeInto(*text, path, d);
@@ -55,6 +56,14 @@ api::Decoded DecodePaths(const std::vector<std::string>& paths) {
     }
   }
   return d;
+}
+
+std::string JoinPaths(const std::vector<std::string>& paths) {
+  std::string out;
+  for (const auto& p : paths) {
+    absl::StrAppend(&out, out.empty() ? "" : ", ", p);
+  }
+  return out;
 }
 
 void ValidateDecoded(api::Decoded& d) {

@@ -15,6 +15,9 @@ namespace kmodd::cli {
 // is an error diagnostic.
 api::Decoded DecodePaths(const std::vector<std::string>& paths);
 
+// "a, b, c": the paths as given, for messages.
+std::string JoinPaths(const std::vector<std::string>& paths);
+
 // Validates every decoded Module, adds their errors to `d.errors` (located at the Module's
 // file), drops invalid Modules, and reports a Module defined twice.
 void ValidateDecoded(api::Decoded& d);

@@ -26,11 +26,16 @@ int PlanCommand(const std::vector<std::string>& args, std::ostream& out, std::os
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     const bool has_value = i + 1 < args.size();
-    if (a == "--modules" && has_value) {
+    const bool takes_value = a == "--modules" || a == "--nodes" || a == "-o" || a == "--output";
+    if (takes_value && !has_value) {
+      err << "error: " << a << " needs a value\n" << kUsage;
+      return 2;
+    }
+    if (a == "--modules") {
       module_paths.push_back(args[++i]);
-    } else if (a == "--nodes" && has_value) {
+    } else if (a == "--nodes") {
       node_paths.push_back(args[++i]);
-    } else if ((a == "-o" || a == "--output") && has_value) {
+    } else if (a == "-o" || a == "--output") {
       format = args[++i];
     } else if (a == "-h" || a == "--help") {
       out << kUsage;
@@ -56,6 +61,18 @@ int PlanCommand(const std::vector<std::string>& args, std::ostream& out, std::os
   PrintDiagnostics(nodes, err);
   if (!mods.errors.empty() || !nodes.errors.empty()) {
     err << "error: no plan: fix the errors above\n";
+    return 1;
+  }
+  // Nothing found is an error, not an empty plan: a mistyped path or swapped arguments.
+  if (mods.modules.empty()) {
+    err << "error: no Module found in --modules " << JoinPaths(module_paths)
+        << (nodes.modules.empty() ? "" : " (the --nodes input holds Modules: swapped arguments?)")
+        << "\n";
+    return 1;
+  }
+  if (nodes.nodes.empty()) {
+    err << "error: no Node found in --nodes " << JoinPaths(node_paths)
+        << " (give what `kubectl get nodes -o yaml` prints)\n";
     return 1;
   }
   std::vector<api::Module> modules;

@@ -17,7 +17,12 @@ constexpr char kUsage[] =
 int ValidateCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   std::vector<std::string> paths;
   for (size_t i = 0; i < args.size(); ++i) {
-    if ((args[i] == "-f" || args[i] == "--filename") && i + 1 < args.size()) {
+    if (args[i] == "-f" || args[i] == "--filename") {
+      if (i + 1 == args.size()) {
+        err << "error: " << args[i] << " needs a path (a Module manifest or a directory)\n"
+            << kUsage;
+        return 2;
+      }
       paths.push_back(args[++i]);
     } else if (args[i] == "-h" || args[i] == "--help") {
       out << kUsage;
@@ -36,6 +41,16 @@ int ValidateCommand(const std::vector<std::string>& args, std::ostream& out, std
   PrintDiagnostics(d, err);
   if (!d.errors.empty()) {
     err << d.errors.size() << " error(s)\n";
+    return 1;
+  }
+  if (d.modules.empty()) {
+    // A mistyped path, a nodes file or an empty file must not look like success.
+    err << "error: no Module found in " << JoinPaths(paths);
+    if (!d.nodes.empty()) {
+      err << " (it holds " << d.nodes.size()
+          << " Node(s): `plan --nodes` reads those; validate checks Modules)";
+    }
+    err << "\n";
     return 1;
   }
   out << d.modules.size() << " Module(s) valid\n";

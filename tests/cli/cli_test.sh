@@ -57,6 +57,31 @@ case "$case_name" in
     expect_in "$tmp/err" "does-not-exist.yaml: cannot open"
     expect_rc 2 "$bin" frobnicate
     ;;
+  nothing-found)
+    # Inputs that hold no Module (or no Node) are errors, not an empty success.
+    expect_rc 1 "$bin" validate -f "$root/examples/nodes.yaml"
+    expect_in "$tmp/err" "no Module found in $root/examples/nodes.yaml"
+    expect_in "$tmp/err" "Node(s): \`plan --nodes\` reads those"
+    : > "$tmp/empty.yaml"
+    expect_rc 1 "$bin" validate -f "$tmp/empty.yaml"
+    expect_in "$tmp/err" "no Module found in $tmp/empty.yaml"
+    expect_rc 1 "$bin" plan --modules "$root/examples/modules" --nodes "$tmp/empty.yaml"
+    expect_in "$tmp/err" "no Node found in --nodes $tmp/empty.yaml"
+    [ ! -s "$tmp/out" ] || fail "plan printed a table for no Node"
+    expect_rc 1 "$bin" plan --modules "$root/examples/nodes.yaml" --nodes "$root/examples/modules"
+    expect_in "$tmp/err" "no Module found in --modules"
+    expect_in "$tmp/err" "swapped arguments?"
+    expect_rc 2 "$bin" validate -f
+    expect_in "$tmp/err" "-f needs a path"
+    expect_rc 2 "$bin" plan --modules "$root/examples/modules" --nodes
+    expect_in "$tmp/err" "--nodes needs a value"
+    # The missing path is named once; a skipped document names its kind once.
+    expect_rc 1 "$bin" validate -f "$tmp/does-not-exist.yaml"
+    [ "$(grep -o "does-not-exist.yaml" "$tmp/err" | wc -l)" -eq 1 ] || { cat "$tmp/err"; fail "path printed more than once"; }
+    printf 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n' > "$tmp/cm.yaml"
+    expect_rc 1 "$bin" validate -f "$tmp/cm.yaml"
+    expect_in "$tmp/err" "kind: ConfigMap is not read by kmodd; document skipped"
+    ;;
   *)
     fail "unknown case $case_name"
     ;;

@@ -244,11 +244,15 @@ sec() {  # sec FILE NAME: the lines of section NAME in the guest's output FILE
 # --- step 1: Loaded ------------------------------------------------------------------------
 boot 1
 wait_status "Loaded $digest_v1" 240
+if ((demo)); then
+  # While the agent is still connected: after the ack below the guest stops it, and the
+  # status would then say "agent disconnected".
+  "$bin/kmodd-controller" status --status-file "$tmp/status.yaml" >"$tmp/ctl-status.txt" 2>&1
+  "$bin/kmodd-controller" status --status-file "$tmp/status.yaml" --nodes >>"$tmp/ctl-status.txt" 2>&1
+fi
 step loaded
 wait_ack loaded 60
 if ((demo)); then
-  "$bin/kmodd-controller" status --status-file "$tmp/status.yaml" >"$tmp/ctl-status.txt" 2>&1
-  "$bin/kmodd-controller" status --status-file "$tmp/status.yaml" --nodes >>"$tmp/ctl-status.txt" 2>&1
   wait "$vm_pid"
   echo "\$ agentctl status            # on the node (in the VM)"
   sec "$tmp/vm1.out" loaded.status
