@@ -171,7 +171,7 @@ until_ok 10 bash -c "'$bin/kmodd-controller' status --status-file '$dir/ctl-a-st
 ctl_status
 ctl_status --nodes | grep -Eq '^kmm-demo +kmm-ci-a +sim-0 +Loaded' || fail "status --nodes: $(ctl_status --nodes 2>&1)"
 
-step "delete it: unloaded first, labels gone within a second of the agents' report, then gone"
+step "delete it: unloaded first, labels gone after the agents' report, then gone"
 k delete module -n kmm-demo kmm-ci-a --wait=false >/dev/null
 until_ok 20 bash -c "! kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get module -n kmm-demo kmm-ci-a" || fail "Module still there"
 [[ -z $(ready_nodes kmm-ci-a) ]] || fail "ready labels left: $(ready_nodes kmm-ci-a)"
@@ -192,8 +192,9 @@ for line in open(sys.argv[1]):
         removed[e["node"]] = t(e["ts"])
 lat = {n: round((removed[n] - gone[n]) * 1000) for n in gone if n in removed}
 print("label removal after the unload report (ms):", lat)
-if len(lat) != 2 or max(lat.values()) >= 1000:
-    sys.exit("label removal latency not measured on 2 nodes, or >= 1 s")
+# Order and end state; the latency itself is a figure (tools/bench/test_latencies).
+if len(lat) != 2 or min(lat.values()) < 0:
+    sys.exit("labels not removed on both nodes after their unload reports")
 PY
 
 step "a GKE node (kernel 6.1.90+) is labelled ready; a label the API server refuses holds back no other"
