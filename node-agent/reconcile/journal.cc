@@ -1,11 +1,10 @@
 #include "node-agent/reconcile/journal.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "common/file.h"
+#include "common/json.h"
 #include "common/value.h"
 #include "node-agent/kernel/kernel.h"
 
@@ -23,15 +22,63 @@ Value List(const std::vector<std::string>& v) {
   return l;
 }
 
-std::vector<std::string> Strings(const YAML::Node& n) {
-  std::vector<std::string> out;
-  if (n.IsDefined() && n.IsSequence()) {
-    for (const auto& item : n) {
-      out.push_back(item.as<std::string>());
+// Reads the journal's fields, each absent or of its one type. The first field of another
+// type is remembered (and later reads return empty values), so that decoding reads as a
+// list of fields and is checked once at the end.
+class FieldReader {
+ public:
+  explicit FieldReader(const std::string& source) : source_(source) {}
+
+  std::string Str(const Value& map, std::string_view key, const std::string& where) {
+    const Value* v = map.Find(key);
+    if (v == nullptr || v->IsNull()) {
+      return "";
+    }
+    if (!v->IsString()) {
+      Fail(absl::StrCat(where, std::string(key), " is not a string"));
+      return "";
+    }
+    return v->AsString();
+  }
+
+  std::vector<std::string> Strs(const Value& map, std::string_view key, const std::string& where) {
+    std::vector<std::string> out;
+    for (const Value& item : Items(map, key, where)) {
+      if (!item.IsString()) {
+        Fail(absl::StrCat(where, std::string(key), " holds a non-string"));
+        return {};
+      }
+      out.push_back(item.AsString());
+    }
+    return out;
+  }
+
+  // The list at `key` (empty when absent or not a list, the latter remembered).
+  const Value::List& Items(const Value& map, std::string_view key, const std::string& where) {
+    static const Value::List kNone;
+    const Value* v = map.Find(key);
+    if (v == nullptr || v->IsNull()) {
+      return kNone;
+    }
+    if (!v->IsList()) {
+      Fail(absl::StrCat(where, std::string(key), " is not a list"));
+      return kNone;
+    }
+    return v->AsList();
+  }
+
+  void Fail(const std::string& what) {
+    if (error_.ok()) {
+      error_ = absl::DataLossError(absl::StrCat(
+          source_, ": corrupt journal: ", what, "; move it aside to start from the kernel's state"));
     }
   }
-  return out;
-}
+  const absl::Status& error() const { return error_; }
+
+ private:
+  const std::string& source_;
+  absl::Status error_;
+};
 
 bool ParsePhase(const std::string& s, Phase& p) {
   for (Phase candidate : {Phase::kLoading, Phase::kLoaded, Phase::kUnloading, Phase::kFailed}) {
@@ -89,45 +136,62 @@ std::string EncodeJournal(const Journal& j) {
 }
 
 absl::StatusOr<Journal> DecodeJournal(const std::string& text, const std::string& source) {
-  try {
-    const YAML::Node root = YAML::Load(text);
-    if (!root.IsMap() || root["version"].as<int>(0) != kJournalVersion) {
-      return absl::DataLossError(absl::StrCat(source, ": not a kmodd journal (version ",
-                                              kJournalVersion, " expected)"));
-    }
-    Journal j;
-    j.boot_id = root["bootId"].as<std::string>("");
-    for (const auto& kv : root["modules"]) {
-      JournalEntry e;
-      const YAML::Node& v = kv.second;
-      e.fingerprint = v["fingerprint"].as<std::string>("");
-      e.source = v["source"].as<std::string>("");
-      e.tree = v["tree"].as<std::string>("");
-      if (!ParsePhase(v["phase"].as<std::string>(""), e.phase)) {
-        return absl::DataLossError(
-            absl::StrCat(source, ": module ", kv.first.as<std::string>(), ": unknown phase"));
+  // The agent's own file, but a disk can corrupt it: the one strict JSON parser, every
+  // field's type checked, an error naming the field instead of an exception.
+  FieldReader read(source);
+  absl::StatusOr<Value> parsed = ParseJson(text);
+  if (!parsed.ok()) {
+    read.Fail(std::string(parsed.status().message()));
+    return read.error();
+  }
+  const Value& root = *parsed;
+  const Value* version = root.IsMap() ? root.Find("version") : nullptr;
+  if (version == nullptr || !version->IsInt() || version->AsInt() != kJournalVersion) {
+    return absl::DataLossError(absl::StrCat(source, ": not a kmodd journal (version ",
+                                            kJournalVersion, " expected)"));
+  }
+  Journal j;
+  j.boot_id = read.Str(root, "bootId", "");
+  const Value* modules = root.Find("modules");
+  if (modules != nullptr && !modules->IsNull() && !modules->IsMap()) {
+    read.Fail("modules is not an object");
+  } else if (modules != nullptr && modules->IsMap()) {
+    for (const auto& [key, v] : modules->AsMap()) {
+      const std::string where = absl::StrCat("module ", key, ": ");
+      if (!v.IsMap()) {
+        read.Fail(absl::StrCat(where, "not an object"));
+        break;
       }
-      e.loaded = Strings(v["loaded"]);
-      e.firmware = Strings(v["firmware"]);
-      e.message = v["message"].as<std::string>("");
-      const std::string key = kv.first.as<std::string>();
+      JournalEntry e;
+      e.fingerprint = read.Str(v, "fingerprint", where);
+      e.source = read.Str(v, "source", where);
+      e.tree = read.Str(v, "tree", where);
+      if (!ParsePhase(read.Str(v, "phase", where), e.phase) && read.error().ok()) {
+        return absl::DataLossError(absl::StrCat(source, ": module ", key, ": unknown phase"));
+      }
+      e.loaded = read.Strs(v, "loaded", where);
+      e.firmware = read.Strs(v, "firmware", where);
+      e.message = read.Str(v, "message", where);
       // Journals written before the node-level list kept the removals in each entry:
       // carry them over, or a restart after an upgrade would never reload them.
-      for (const auto& name : Strings(v["inTreeRemoved"])) {
+      for (const auto& name : read.Strs(v, "inTreeRemoved", where)) {
         AddRemoval(j, {kernel::CanonicalModuleName(name), kernel::CanonicalModuleName(name), key});
       }
       j.modules[key] = std::move(e);
     }
-    const YAML::Node removed = root["inTreeRemoved"];
-    for (const auto& r : removed.IsDefined() ? removed : YAML::Node(YAML::NodeType::Sequence)) {
-      AddRemoval(j, {r["module"].as<std::string>(""), r["target"].as<std::string>(""),
-                     r["removedFor"].as<std::string>("")});
-    }
-    return j;
-  } catch (const YAML::Exception& e) {
-    return absl::DataLossError(absl::StrCat(source, ": corrupt journal: ", e.what(),
-                                            "; move it aside to start from the kernel's state"));
   }
+  for (const Value& r : read.Items(root, "inTreeRemoved", "")) {
+    if (!r.IsMap()) {
+      read.Fail("inTreeRemoved holds a non-object");
+      break;
+    }
+    AddRemoval(j, {read.Str(r, "module", "inTreeRemoved[]."), read.Str(r, "target", "inTreeRemoved[]."),
+                   read.Str(r, "removedFor", "inTreeRemoved[].")});
+  }
+  if (!read.error().ok()) {
+    return read.error();
+  }
+  return j;
 }
 
 absl::StatusOr<Journal> LoadJournal(const std::string& path) {
