@@ -4,7 +4,7 @@
 // place either side touches protobuf for module specs (convert at the gRPC edge).
 
 #include "absl/status/statusor.h"
-#include "controller/api/node_modules_config.h"
+#include "api/node_modules_config.h"
 #include "kmodd/v1/sync.pb.h"
 
 namespace kmodd::proto {

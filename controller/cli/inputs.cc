@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/file.h"
-#include "controller/api/validate.h"
+#include "api/validate.h"
 
 namespace kmodd::cli {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "controller/api/decode.h"
+#include "api/decode.h"
 
 namespace kmodd::cli {
 

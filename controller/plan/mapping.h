@@ -13,7 +13,7 @@
 #include <re2/re2.h>
 
 #include "absl/status/statusor.h"
-#include "controller/api/module.h"
+#include "api/module.h"
 
 namespace kmodd::plan {
 

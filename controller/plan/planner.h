@@ -20,8 +20,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "controller/api/module.h"
-#include "controller/api/node.h"
+#include "api/module.h"
+#include "api/node.h"
 #include "controller/plan/mapping.h"
 
 namespace kmodd::plan {

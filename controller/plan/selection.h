@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "controller/api/module.h"
-#include "controller/api/node.h"
+#include "api/module.h"
+#include "api/node.h"
 
 namespace kmodd::plan {
 

@@ -30,7 +30,7 @@
 
 #include "absl/status/status.h"
 #include "common/log.h"
-#include "controller/api/module.h"
+#include "api/module.h"
 #include "controller/plan/planner.h"
 #include "controller/server/status.h"
 #include "controller/source/dir_source.h"

@@ -28,8 +28,8 @@
 
 #include "absl/status/statusor.h"
 #include "common/value.h"
-#include "controller/api/diagnostic.h"
-#include "controller/api/module.h"
+#include "api/diagnostic.h"
+#include "api/module.h"
 #include "controller/plan/planner.h"
 
 namespace kmodd::server {

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "controller/api/node_modules_config.h"
+#include "api/node_modules_config.h"
 #include "proto/convert.h"
 
 namespace kmodd::server {

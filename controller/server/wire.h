@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "controller/api/node.h"
+#include "api/node.h"
 #include "controller/plan/planner.h"
 #include "controller/server/status.h"
 #include "kmodd/v1/sync.pb.h"

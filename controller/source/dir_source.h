@@ -18,7 +18,7 @@
 #include "absl/status/status.h"
 #include "common/fd.h"
 #include "common/log.h"
-#include "controller/api/diagnostic.h"
+#include "api/diagnostic.h"
 #include "controller/source/module_files.h"
 
 namespace kmodd::source {

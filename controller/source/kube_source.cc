@@ -5,8 +5,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/json.h"
-#include "controller/api/decode.h"
-#include "controller/api/validate.h"
+#include "api/decode.h"
+#include "api/validate.h"
 #include "controller/kube/list_watch.h"
 
 namespace kmodd::source {

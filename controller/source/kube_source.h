@@ -35,9 +35,9 @@
 #include "common/http/cancel.h"
 #include "common/log.h"
 #include "common/value.h"
-#include "controller/api/diagnostic.h"
-#include "controller/api/module.h"
-#include "controller/api/node.h"
+#include "api/diagnostic.h"
+#include "api/module.h"
+#include "api/node.h"
 #include "controller/kube/client.h"
 #include "controller/server/hub.h"
 

@@ -3,8 +3,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "controller/api/decode.h"
-#include "controller/api/validate.h"
+#include "api/decode.h"
+#include "api/validate.h"
 
 namespace kmodd::source {
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "controller/api/diagnostic.h"
-#include "controller/api/module.h"
+#include "api/diagnostic.h"
+#include "api/module.h"
 
 namespace kmodd::source {
 

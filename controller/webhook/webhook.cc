@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/json.h"
-#include "controller/api/decode.h"
-#include "controller/api/validate.h"
+#include "api/decode.h"
+#include "api/validate.h"
 
 namespace kmodd::webhook {
 

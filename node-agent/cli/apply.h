@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/value.h"
-#include "controller/api/node_modules_config.h"
+#include "api/node_modules_config.h"
 
 namespace kmodd::agent {
 

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/file.h"
 #include "common/value.h"
-#include "controller/api/decode.h"
+#include "api/decode.h"
 #include "firmware/stager.h"
 #include "node-agent/cli/apply.h"
 #include "node-agent/cli/commands.h"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "controller/api/module.h"
+#include "api/module.h"
 
 namespace kmodd::reconcile {
 

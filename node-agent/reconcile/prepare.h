@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "controller/api/node_modules_config.h"
+#include "api/node_modules_config.h"
 #include "node-agent/kernel/kernel.h"
 #include "node-agent/kernel/tree.h"
 #include "node-agent/reconcile/stores.h"

@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "controller/api/node_modules_config.h"
+#include "api/node_modules_config.h"
 
 namespace kmodd::reconcile {
 

@@ -27,7 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/log.h"
-#include "controller/api/node_modules_config.h"
+#include "api/node_modules_config.h"
 #include "node-agent/kernel/kernel.h"
 #include "node-agent/reconcile/journal.h"
 #include "node-agent/reconcile/plan.h"

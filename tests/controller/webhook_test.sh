@@ -4,7 +4,7 @@
 # serving certificate for 127.0.0.1, publishes the CA; the API server calls the webhook
 # through a ValidatingWebhookConfiguration (clientConfig.url + caBundle) and refuses an
 # invalid Module naming the field; the CRD refuses what `validate` refuses (the Modules of
-# tests/controller/api/data/crd_cases.yaml), at the same field paths; an agent with a
+# tests/api/data/crd_cases.yaml), at the same field paths; an agent with a
 # projected token bound to a pod on node-a is served as node-a and refused
 # (PERMISSION_DENIED) as node-b. Fails, never skips, without the harness.
 #
@@ -134,10 +134,10 @@ module good '[{regexp: "^.+$", containerImage: "r/x:1"}]' | kubectl apply -f - >
   || fail "a valid Module was refused"
 note "valid Module accepted"
 
-# The CRD's rules (controller/api/crd_rules.yaml) as the API server applies them: every
+# The CRD's rules (api/crd_rules.yaml) as the API server applies them: every
 # Module of crd_cases.yaml is refused at the field paths its annotation lists, the same
 # paths `kmodd-controller validate` names; the others pass the CRD and the webhook.
-cases=$src/tests/controller/api/data/crd_cases.yaml
+cases=$src/tests/api/data/crd_cases.yaml
 "$bin/kmodd-controller" validate -f "$cases" >"$dir/validate.out" 2>"$dir/validate.err" && \
   fail "validate accepted every Module of $cases"
 KMODD_KUBE_URL=$KMODD_KUBE_URL KMODD_KUBE_CA=$KMODD_KUBE_CA KMODD_KUBE_TOKEN=$KMODD_KUBE_TOKEN \

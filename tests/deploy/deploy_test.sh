@@ -166,7 +166,7 @@ $kube apply "$work/examples.yaml"
 $py - "$work/examples.yaml" <<EOF
 import json, subprocess, sys, yaml
 sys.path.insert(0, "$src/deploy/crd")
-from generate import RULES, expand  # the CRD's defaults, from controller/api/crd_rules.yaml
+from generate import RULES, expand  # the CRD's defaults, from api/crd_rules.yaml
 
 def default(node, segments, value):
     key, rest = segments[0], segments[1:]

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "controller/api/decode.h"
+#include "api/decode.h"
 #include "proto/convert.h"
 #include "yaml-cpp/yaml.h"
 

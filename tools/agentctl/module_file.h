@@ -4,7 +4,7 @@
 // one NodeModulesConfig module entry (name, namespace, version, config: {kernelVersion,
 // containerImage, modprobe, ...}) as `kmodd-controller plan` prints them under
 // spec.modules, or whole NodeModulesConfig documents. Decoding is the controller's own
-// (controller/api/decode.h), so both tools agree on every field.
+// (api/decode.h), so both tools agree on every field.
 
 #include <string_view>
 #include <vector>

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "controller/api/decode.h"
+#include "api/decode.h"
 #include "controller/plan/planner.h"
 
 namespace {

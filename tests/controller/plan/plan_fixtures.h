@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "controller/api/decode.h"
-#include "controller/api/node.h"
+#include "api/decode.h"
+#include "api/node.h"
 
 namespace kmodd::testing {
 

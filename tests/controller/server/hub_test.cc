@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
-#include "controller/api/decode.h"
+#include "api/decode.h"
 
 using kmodd::server::AgentStream;
 using kmodd::server::Hub;

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "controller/api/decode.h"
+#include "api/decode.h"
 
 using kmodd::server::Aggregate;
 using kmodd::server::ControllerStatus;

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "tests/controller/api/crd_cases.h"
+#include "tests/api/crd_cases.h"
 
 using kmodd::source::ModuleChanges;
 using kmodd::source::ModuleFiles;

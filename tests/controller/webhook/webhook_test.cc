@@ -4,10 +4,10 @@
 
 #include "absl/strings/str_replace.h"
 #include "common/json.h"
-#include "controller/api/yaml_reader.h"
+#include "api/yaml_reader.h"
 #include "controller/webhook/https_server.h"
 #include "controller/webhook/webhook.h"
-#include "tests/controller/api/crd_cases.h"
+#include "tests/api/crd_cases.h"
 
 namespace kmodd::webhook {
 namespace {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "../fake_kernel.h"
-#include "controller/api/node_modules_config.h"
+#include "api/node_modules_config.h"
 #include "fake_ko.h"
 #include "node-agent/server/agent_state.h"
 

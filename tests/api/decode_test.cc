@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "common/file.h"
-#include "controller/api/decode.h"
+#include "api/decode.h"
 #include "controller/server/kube_writer.h"
 #include "controller/server/status.h"
 

@@ -2,7 +2,7 @@
 
 // The rules the Module CRD makes the API server enforce before any webhook runs: required
 // fields, list sizes, patterns, defaults and KMM's CEL rule. They live in one file,
-// controller/api/crd_rules.yaml, which CMake compiles in and deploy/crd/generate.py writes
+// api/crd_rules.yaml, which CMake compiles in and deploy/crd/generate.py writes
 // into the CRD, so that wherever kmodd reads a Module it refuses what the API server
 // refuses, at the same field path. Pure: no I/O.
 
@@ -17,7 +17,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "absl/status/statusor.h"
-#include "controller/api/yaml_reader.h"
+#include "api/yaml_reader.h"
 
 namespace kmodd::api {
 

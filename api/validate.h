@@ -5,8 +5,8 @@
 
 #include <vector>
 
-#include "controller/api/diagnostic.h"
-#include "controller/api/module.h"
+#include "api/diagnostic.h"
+#include "api/module.h"
 
 namespace kmodd::api {
 

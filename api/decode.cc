@@ -1,11 +1,11 @@
-#include "controller/api/decode.h"
+#include "api/decode.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "controller/api/crd_rules.h"
-#include "controller/api/names.h"
-#include "controller/api/yaml_reader.h"
+#include "api/crd_rules.h"
+#include "api/names.h"
+#include "api/yaml_reader.h"
 
 namespace kmodd::api {
 

@@ -5,8 +5,8 @@
 #include <utility>
 #include <vector>
 
-#include "controller/api/decode.h"
-#include "controller/api/validate.h"
+#include "api/decode.h"
+#include "api/validate.h"
 
 using kmodd::api::DecodeModule;
 using kmodd::api::FieldError;
@@ -150,7 +150,7 @@ TEST_CASE("validation checks tolerations as the Kubernetes API does") {
 
 TEST_CASE("validation checks the DRA driver and device class names") {
   // A driver or class name that is absent, or a class name that the CRD's pattern refuses,
-  // stops at decoding (tests/controller/api/data/crd_cases.yaml).
+  // stops at decoding (tests/api/data/crd_cases.yaml).
   auto dra = [](const std::string& fields) {
     return "spec:\n  selector: {}\n  dra: {container: {image: 'r/dra:1'}, " + fields + "}\n";
   };

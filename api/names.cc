@@ -1,4 +1,4 @@
-#include "controller/api/names.h"
+#include "api/names.h"
 
 #include <algorithm>
 

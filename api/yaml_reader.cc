@@ -1,4 +1,4 @@
-#include "controller/api/yaml_reader.h"
+#include "api/yaml_reader.h"
 
 #include <algorithm>
 #include <limits>

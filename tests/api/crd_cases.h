@@ -1,6 +1,6 @@
 #pragma once
 
-// The documents of tests/controller/api/data/crd_cases.yaml, each with the field paths its
+// The documents of tests/api/data/crd_cases.yaml, each with the field paths its
 // refusal must name: one table for the decoder, the webhook, the standalone controller's
 // module files, `validate` and the real API server (see the file's header).
 
@@ -26,7 +26,7 @@ struct CrdCase {
 
 inline std::vector<CrdCase> LoadCrdCases() {
   const std::string path =
-      std::string(KMODD_SOURCE_DIR) + "/tests/controller/api/data/crd_cases.yaml";
+      std::string(KMODD_SOURCE_DIR) + "/tests/api/data/crd_cases.yaml";
   auto text = ReadFile(path);
   if (!text.ok()) {
     throw std::runtime_error(std::string(text.status().message()));

@@ -1,4 +1,4 @@
-#include "controller/api/crd_rules.h"
+#include "api/crd_rules.h"
 
 #include <cstddef>
 #include <utility>
@@ -7,7 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "controller/api/names.h"
+#include "api/names.h"
 
 namespace kmodd::api {
 

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "controller/api/object_meta.h"
-#include "controller/api/opaque.h"
+#include "api/object_meta.h"
+#include "api/opaque.h"
 
 namespace kmodd::api {
 

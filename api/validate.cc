@@ -1,4 +1,4 @@
-#include "controller/api/validate.h"
+#include "api/validate.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -13,7 +13,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "controller/api/names.h"
+#include "api/names.h"
 
 namespace kmodd::api {
 

@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "controller/api/diagnostic.h"
-#include "controller/api/module.h"
-#include "controller/api/node.h"
-#include "controller/api/node_modules_config.h"
+#include "api/diagnostic.h"
+#include "api/module.h"
+#include "api/node.h"
+#include "api/node_modules_config.h"
 
 namespace kmodd::api {
 

@@ -7,10 +7,10 @@
 #include <yaml-cpp/yaml.h>
 
 #include "common/file.h"
-#include "controller/api/crd_rules.h"
-#include "controller/api/decode.h"
-#include "controller/api/validate.h"
-#include "tests/controller/api/crd_cases.h"
+#include "api/crd_rules.h"
+#include "api/decode.h"
+#include "api/validate.h"
+#include "tests/api/crd_cases.h"
 
 using kmodd::api::DecodeDocuments;
 using kmodd::api::Decoded;

@@ -12,8 +12,8 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "controller/api/diagnostic.h"
-#include "controller/api/opaque.h"
+#include "api/diagnostic.h"
+#include "api/opaque.h"
 
 namespace kmodd::api {
 

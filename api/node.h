@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "controller/api/object_meta.h"
+#include "api/object_meta.h"
 
 namespace kmodd::api {
 

@@ -1,4 +1,4 @@
-#include "controller/api/diagnostic.h"
+#include "api/diagnostic.h"
 
 #include "absl/strings/str_cat.h"
 

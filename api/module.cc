@@ -1,4 +1,4 @@
-#include "controller/api/module.h"
+#include "api/module.h"
 
 namespace kmodd::api {
 
