@@ -3,11 +3,12 @@
 #include <optional>
 
 #include "absl/strings/escaping.h"
+#include "tests/fakes/fake_clock.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "controller/certs/manager.h"
 #include "controller/certs/pki.h"
-#include "controller/kube/fake_client.h"
+#include "tests/fakes/fake_kube_client.h"
 
 namespace kmodd::certs {
 namespace {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/strings/escaping.h"
+#include "tests/fakes/fake_clock.h"
 #include "controller/kube/config.h"
 
 namespace kmodd::kube {

@@ -2,9 +2,10 @@
 
 #include <string>
 
+#include "tests/fakes/fake_clock.h"
 #include "common/json.h"
 #include "controller/kube/events.h"
-#include "controller/kube/fake_client.h"
+#include "tests/fakes/fake_kube_client.h"
 
 namespace kmodd::kube {
 namespace {

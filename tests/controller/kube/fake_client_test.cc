@@ -3,7 +3,7 @@
 #include <string>
 
 #include "common/json.h"
-#include "controller/kube/fake_client.h"
+#include "tests/fakes/fake_kube_client.h"
 
 namespace kmodd::kube {
 namespace {

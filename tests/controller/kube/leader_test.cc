@@ -2,8 +2,9 @@
 
 #include <string>
 
+#include "tests/fakes/fake_clock.h"
 #include "common/json.h"
-#include "controller/kube/fake_client.h"
+#include "tests/fakes/fake_kube_client.h"
 #include "controller/kube/leader.h"
 
 namespace kmodd::kube {

@@ -9,7 +9,7 @@
 
 #include "common/http/beast_client.h"
 #include "common/json.h"
-#include "controller/kube/fake_client.h"
+#include "tests/fakes/fake_kube_client.h"
 #include "controller/kube/list_watch.h"
 #include "controller/kube/rest_client.h"
 #include "tests/common/http/test_server.h"

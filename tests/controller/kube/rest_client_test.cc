@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/fakes/fake_clock.h"
 #include "common/http/beast_client.h"
 #include "common/json.h"
 #include "controller/kube/rest_client.h"

@@ -1,3 +1,4 @@
+#include "tests/fakes/fake_clock.h"
 #include "controller/server/kube_writer.h"
 
 #include <catch2/catch.hpp>
@@ -18,7 +19,7 @@
 #include "controller/source/kube_source.h"
 
 #include "common/json.h"
-#include "controller/kube/fake_client.h"
+#include "tests/fakes/fake_kube_client.h"
 
 using kmodd::Value;
 using kmodd::server::DesiredLabels;

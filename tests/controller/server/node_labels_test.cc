@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/json.h"
-#include "controller/kube/fake_client.h"
+#include "tests/fakes/fake_kube_client.h"
 
 using kmodd::Value;
 using kmodd::server::LabelRefusedEvent;

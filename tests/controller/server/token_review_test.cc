@@ -1,3 +1,4 @@
+#include "tests/fakes/fake_clock.h"
 #include "controller/server/token_review.h"
 
 #include <catch2/catch.hpp>

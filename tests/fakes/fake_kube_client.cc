@@ -1,4 +1,4 @@
-#include "controller/kube/fake_client.h"
+#include "tests/fakes/fake_kube_client.h"
 
 #include <chrono>
 #include <utility>
