@@ -13,7 +13,7 @@ absl::Status ReviewPool::Start(int workers) {
   max_large_ = std::max(workers - 1, 1);
   try {
     for (int i = 0; i < workers; ++i) {
-      threads_.emplace_back([this] { Work(); });
+      threads_.emplace_back([this, i] { Work(/*may_large=*/i < max_large_); });
     }
   } catch (const std::system_error& e) {
     Stop();
@@ -30,21 +30,18 @@ void ReviewPool::Submit(const std::string& peer, bool large, Job job) {
     }
     (large ? large_ : small_).Push(peer, std::move(job));
   }
-  cv_.notify_one();
+  cv_.notify_all();  // one woken thread may not take this size; there are a few
 }
 
-void ReviewPool::Work() {
+void ReviewPool::Work(bool may_large) {
   std::unique_lock lock(mu_);
   for (;;) {
-    cv_.wait(lock, [this] {
-      return stop_ || !small_.empty() || (!large_.empty() && running_large_ < max_large_);
-    });
+    cv_.wait(lock, [this, may_large] { return stop_ || !small_.empty() || (may_large && !large_.empty()); });
     if (stop_) {
       return;
     }
-    const bool may_large = !large_.empty() && running_large_ < max_large_;
-    bool large = may_large;
-    if (may_large && !small_.empty()) {
+    bool large = may_large && !large_.empty();
+    if (large && !small_.empty()) {
       large = large_turn_;
       large_turn_ = !large_turn_;
     }
@@ -59,10 +56,7 @@ void ReviewPool::Work() {
     job.reset();  // its captures go here, outside the lock
     lock.lock();
     --running_;
-    if (large) {
-      --running_large_;
-      cv_.notify_one();  // a large job that was held back may start now
-    }
+    running_large_ -= large ? 1 : 0;
   }
 }
 

@@ -1,10 +1,12 @@
 #pragma once
 
 // The threads that parse and decide admission reviews, off the webhook's I/O thread.
-// A job whose body is large may occupy at most `workers - 1` of them (the only one when
-// there is one), so that a client sending 3 MiB bodies always leaves a thread for the
-// ordinary review of a few KiB; among jobs of one size, clients (peers) take turns; and
-// when both sizes wait, a thread that may take either alternates, so neither starves.
+// Jobs whose body is large run only on the first `workers - 1` of them (on the only one
+// when there is one), so that a client sending 3 MiB bodies always leaves a thread for the
+// ordinary review of a few KiB, and so that the memory a large review leaves with the
+// allocator (some 150 MiB for 3 MiB of JSON) is kept by those threads only. Among jobs of
+// one size, clients (peers) take turns; a thread that may take either size alternates
+// when both wait, so neither starves.
 
 #include <condition_variable>
 #include <functional>
@@ -46,7 +48,7 @@ class ReviewPool {
   Counts counts() const;
 
  private:
-  void Work();
+  void Work(bool may_large);
 
   int max_large_ = 1;
   mutable std::mutex mu_;
@@ -54,7 +56,7 @@ class ReviewPool {
   FairQueue<Job> small_;  // guarded by mu_
   FairQueue<Job> large_;  // guarded by mu_
   int running_ = 0;        // guarded by mu_
-  int running_large_ = 0;  // guarded by mu_
+  int running_large_ = 0;  // guarded by mu_; at most max_large_, one per such thread
   bool large_turn_ = false;  // guarded by mu_: whose turn when both sizes wait
   bool stop_ = false;        // guarded by mu_
   std::vector<std::thread> threads_;

@@ -206,6 +206,10 @@ TEST_CASE("webhook server answers 500 when the handler throws, and serves on") {
   REQUIRE(r);
   CHECK(r->status == 500);
   CHECK(Allowed(c.Post(ValidReview())));  // the same connection
+  REQUIRE(c.Send("GET /validate-module HTTP/1.1\r\nHost: x\r\n\r\n"));  // no body at all
+  const std::optional<TestResponse> get = c.Receive();
+  REQUIRE(get);
+  CHECK(get->status == 405);
   CHECK(s.LogLines("boom") == 1);
 }
 
