@@ -31,7 +31,8 @@ HttpsReply Handle(const ServerShared& s, const Request& req) {
   try {
     return s.handler(std::string(req.method_string()), std::string(req.target()), req.body());
   } catch (const std::exception& e) {
-    s.log.Error("webhook request failed", {{"target", std::string(req.target())}, {"error", e.what()}});
+    s.log.Error("webhook request failed",
+                {{"target", std::string(req.target())}, {"error", e.what()}});
   } catch (...) {
     s.log.Error("webhook request failed", {{"target", std::string(req.target())}});
   }

@@ -17,7 +17,8 @@ absl::Status ReviewPool::Start(int workers) {
     }
   } catch (const std::system_error& e) {
     Stop();
-    return absl::UnavailableError(absl::StrCat("cannot start the webhook's review threads: ", e.what()));
+    return absl::UnavailableError(
+        absl::StrCat("cannot start the webhook's review threads: ", e.what()));
   }
   return absl::OkStatus();
 }
@@ -36,7 +37,9 @@ void ReviewPool::Submit(const std::string& peer, bool large, Job job) {
 void ReviewPool::Work(bool may_large) {
   std::unique_lock lock(mu_);
   for (;;) {
-    cv_.wait(lock, [this, may_large] { return stop_ || !small_.empty() || (may_large && !large_.empty()); });
+    cv_.wait(lock, [this, may_large] {
+      return stop_ || !small_.empty() || (may_large && !large_.empty());
+    });
     if (stop_) {
       return;
     }

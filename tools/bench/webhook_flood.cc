@@ -69,15 +69,15 @@ std::string Module(const std::string& labels, const std::string& mappings) {
       R"("modprobe":{"moduleName":"kmm_ci_a"},"kernelMappings":[)", mappings, "]}}}}");
 }
 
-const char kMapping[] = R"({"regexp":"^6\\.1\\.0-N-cloud-amd64$","containerImage":"r.example/kmm-ci-a:$KERNEL_FULL_VERSION"})";
+const char kMapping[] = R"({"regexp":"^6\\.1\\.0-N-cloud-amd64$",)"
+                        R"("containerImage":"r.example/kmm-ci-a:$KERNEL_FULL_VERSION"})";
 
 std::string ValidReview() {
-  return Review(Module("", absl::StrCat(R"({"regexp":"^.+$","containerImage":"r.example/a:1"})")));
+  return Review(Module("", R"({"regexp":"^.+$","containerImage":"r.example/a:1"})"));
 }
 
 // The largest body of `kind` the server still reads (under kBodyLimit).
 std::string FloodBody(const std::string& kind) {
-  std::string body;
   if (kind == "garbage") {
     return std::string(kBodyLimit - 1024, '[');
   }
@@ -108,7 +108,8 @@ int Serve(const std::string& port_file) {
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   kmodd::Logger log(stderr, kmodd::LogLevel::kWarn);
   const absl::Time now = absl::Now();
-  absl::StatusOr<kmodd::certs::KeyPair> ca = kmodd::certs::MakeCa("webhook bench CA", now, absl::Hours(24));
+  absl::StatusOr<kmodd::certs::KeyPair> ca =
+      kmodd::certs::MakeCa("webhook bench CA", now, absl::Hours(24));
   if (!ca.ok()) {
     std::fprintf(stderr, "%s\n", ca.status().ToString().c_str());
     return 1;
@@ -264,7 +265,8 @@ int Cost() {
   for (int i = 0; i < kRuns; ++i) {
     (void)kmodd::webhook::RouteWebhook("POST", "/validate-module", valid);
   }
-  std::printf("kind=valid body_bytes=%zu median_ms=%.3f\n", valid.size(), Ms(Clock::now() - t0) / kRuns);
+  std::printf("kind=valid body_bytes=%zu mean_ms=%.3f\n", valid.size(),
+              Ms(Clock::now() - t0) / kRuns);
   return 0;
 }
 

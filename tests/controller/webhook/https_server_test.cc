@@ -403,7 +403,8 @@ TEST_CASE("webhook server answers 413 to a body over the limit and serves on") {
     REQUIRE(c.Send(PostRequest(big)));
   }
   SECTION("chunked, past the limit as it arrives") {
-    REQUIRE(c.Send("POST /validate-module HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"));
+    REQUIRE(c.Send(
+        "POST /validate-module HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"));
     const std::string chunk(64 << 10, ' ');
     for (size_t sent = 0; sent < big.size(); sent += chunk.size()) {
       REQUIRE(c.Send(absl::StrCat("10000\r\n", chunk, "\r\n")));

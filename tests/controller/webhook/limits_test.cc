@@ -163,7 +163,7 @@ TEST_CASE("review pool runs large jobs on all but one of its threads") {
   CHECK(pool.counts().running == 0);
 }
 
-TEST_CASE("review pool with one thread runs large jobs on it, and alternates sizes when both wait") {
+TEST_CASE("review pool with one thread runs large jobs on it, alternating sizes when both wait") {
   ReviewPool pool;
   REQUIRE(pool.Start(1).ok());
   Latch latch;

@@ -94,7 +94,8 @@ class TlsTestClient {
 
   bool Send(std::string_view bytes) {
     while (!bytes.empty()) {
-      const int n = SSL_write(ssl_, bytes.data(), static_cast<int>(std::min<size_t>(bytes.size(), 1 << 20)));
+      const int n =
+          SSL_write(ssl_, bytes.data(), static_cast<int>(std::min<size_t>(bytes.size(), 1 << 20)));
       if (n <= 0) {
         return false;
       }
@@ -153,7 +154,8 @@ class TlsTestClient {
     bool closed = false;
     char buf[4096];
     while (!closed && std::chrono::steady_clock::now() < until) {
-      const int n = ssl_ != nullptr ? SSL_read(ssl_, buf, sizeof buf) : static_cast<int>(::recv(fd_, buf, sizeof buf, 0));
+      const int n = ssl_ != nullptr ? SSL_read(ssl_, buf, sizeof buf)
+                                    : static_cast<int>(::recv(fd_, buf, sizeof buf, 0));
       if (n > 0) {
         continue;
       }
