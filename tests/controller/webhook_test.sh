@@ -4,8 +4,9 @@
 # serving certificate for 127.0.0.1, publishes the CA; the API server calls the webhook
 # through a ValidatingWebhookConfiguration (clientConfig.url + caBundle) and refuses an
 # invalid Module naming the field; the CRD refuses what `validate` refuses (the Modules of
-# tests/controller/api/data/crd_cases.yaml), at the same field paths; an agent with a
-# projected token bound to a pod on node-a is served as node-a and refused
+# tests/controller/api/data/crd_cases.yaml), at the same field paths; Modules are still
+# admitted and refused while another client floods the webhook with 3 MiB reviews; an
+# agent with a projected token bound to a pod on node-a is served as node-a and refused
 # (PERMISSION_DENIED) as node-b. Fails, never skips, without the harness.
 #
 # usage: webhook_test.sh BIN_DIR SOURCE_DIR
