@@ -2,26 +2,29 @@
 
 #include <openssl/ssl.h>
 
+#include <algorithm>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <boost/beast/ssl.hpp>
+#include <boost/beast/core/error.hpp>
+#include <chrono>
 #include <exception>
 #include <mutex>
 #include <optional>
+#include <system_error>
 #include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "controller/webhook/https_session.h"
 #include "controller/webhook/webhook.h"
 
 namespace kmodd::webhook {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
-namespace http = beast::http;
 namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 
@@ -62,90 +65,25 @@ absl::StatusOr<std::shared_ptr<ssl::context>> MakeContext(const std::string& cer
   }
 }
 
-class Session : public std::enable_shared_from_this<Session> {
- public:
-  Session(tcp::socket socket, ssl::context& ctx, std::shared_ptr<ssl::context> keep,
-          const HttpsHandler& handler, const HttpsOptions& options)
-      : stream_(std::move(socket), ctx), keep_(std::move(keep)), handler_(handler),
-        options_(options) {}
+constexpr std::chrono::milliseconds kMinBackoff{10};
+constexpr std::chrono::milliseconds kMaxBackoff{1000};
+constexpr std::chrono::seconds kRefusalLogEvery{10};
 
-  void Run() {
-    Arm();
-    stream_.async_handshake(ssl::stream_base::server,
-                            [self = shared_from_this()](beast::error_code ec) {
-                              if (!ec) {
-                                self->Read();
-                              }
-                            });
+// The client's address, as the connection caps count it: an IPv4 client of a dual-stack
+// listener counts as its IPv4 address.
+std::string PeerOf(const tcp::endpoint& remote) {
+  asio::ip::address a = remote.address();
+  if (a.is_v6() && a.to_v6().is_v4_mapped()) {
+    a = asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6());
   }
-
- private:
-  void Arm() {
-    beast::get_lowest_layer(stream_).expires_after(std::chrono::seconds(options_.timeout_seconds));
-  }
-
-  void Read() {
-    parser_.emplace();
-    parser_->body_limit(options_.body_limit);
-    parser_->header_limit(16 * 1024);
-    Arm();
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
-  }
-
-  void OnRead(beast::error_code ec) {
-    if (ec == http::error::body_limit) {
-      Reply({413, "text/plain", "request body over the limit\n"}, false);
-      return;
-    }
-    if (ec) {
-      Close();
-      return;
-    }
-    const auto& req = parser_->get();
-    Reply(handler_(std::string(req.method_string()), std::string(req.target()), req.body()),
-          req.keep_alive());
-  }
-
-  void Reply(const HttpsReply& r, bool keep_alive) {
-    response_ = {};
-    response_.version(11);
-    response_.result(static_cast<unsigned>(r.status));
-    response_.set(http::field::content_type, r.content_type);
-    response_.body() = r.body;
-    response_.keep_alive(keep_alive);
-    response_.prepare_payload();
-    Arm();
-    http::async_write(stream_, response_,
-                      [self = shared_from_this(), keep_alive](beast::error_code ec, size_t) {
-                        if (!ec && keep_alive) {
-                          self->Read();
-                        } else {
-                          self->Close();
-                        }
-                      });
-  }
-
-  void Close() {
-    Arm();
-    stream_.async_shutdown([self = shared_from_this()](beast::error_code) {});
-  }
-
-  beast::ssl_stream<beast::tcp_stream> stream_;
-  std::shared_ptr<ssl::context> keep_;  // the context this connection was accepted with
-  const HttpsHandler& handler_;
-  const HttpsOptions& options_;
-  beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
-  http::response<http::string_body> response_;
-};
+  return a.to_string();
+}
 
 }  // namespace
 
-struct HttpsServer::Impl : std::enable_shared_from_this<HttpsServer::Impl> {
-  Impl(HttpsOptions o, HttpsHandler h, std::shared_ptr<ssl::context> ctx, Logger& l)
-      : acceptor(io), options(std::move(o)), handler(std::move(h)), context(std::move(ctx)),
-        log(l) {}
+struct HttpsServer::Impl {
+  Impl(std::shared_ptr<ServerShared> s, std::shared_ptr<ssl::context> ctx)
+      : shared(std::move(s)), context(std::move(ctx)) {}
 
   std::shared_ptr<ssl::context> Context() {
     std::lock_guard lock(mu);
@@ -153,28 +91,109 @@ struct HttpsServer::Impl : std::enable_shared_from_this<HttpsServer::Impl> {
   }
 
   void Accept() {
-    acceptor.async_accept(asio::make_strand(io), [self = shared_from_this()](
-                                                     beast::error_code ec, tcp::socket socket) {
-      if (ec) {
-        if (ec == asio::error::operation_aborted || !self->acceptor.is_open()) {
-          return;
-        }
-      } else {
-        std::shared_ptr<ssl::context> ctx = self->Context();
-        std::make_shared<Session>(std::move(socket), *ctx, ctx, self->handler, self->options)
-            ->Run();
-      }
-      self->Accept();
+    acceptor.async_accept(asio::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
+      OnAccept(ec, std::move(socket));
     });
   }
 
-  asio::io_context io;
-  tcp::acceptor acceptor;
-  const HttpsOptions options;
-  const HttpsHandler handler;
+  void OnAccept(beast::error_code ec, tcp::socket socket) {
+    ++shared->accepts;
+    if (ec == asio::error::operation_aborted || !acceptor.is_open()) {
+      return;
+    }
+    if (ec) {
+      BackOff(ec);
+      return;
+    }
+    if (burst_errors > 0) {
+      shared->log.Info("webhook accepts connections again",
+                       {{"failed_accepts", static_cast<int64_t>(burst_errors)}});
+      burst_errors = 0;
+    }
+    backoff = std::chrono::milliseconds(0);
+    Admit(std::move(socket));
+    Accept();
+  }
+
+  // EMFILE and ENFILE leave the connection in the backlog, so the listening socket stays
+  // readable: an accept retried at once fails at once, for as long as the descriptors are
+  // gone, on the thread that serves every connection.
+  void BackOff(const beast::error_code& ec) {
+    ++shared->accept_errors;
+    backoff = std::clamp(backoff * 2, kMinBackoff, kMaxBackoff);
+    if (burst_errors++ == 0) {
+      shared->log.Warn("webhook cannot accept connections; retrying with backoff up to 1 s",
+                       {{"error", ec.message()}});
+    }
+    backoff_timer.expires_after(backoff);
+    backoff_timer.async_wait([this](beast::error_code e) {
+      if (!e && acceptor.is_open()) {
+        Accept();
+      }
+    });
+  }
+
+  void Admit(tcp::socket socket) {
+    beast::error_code ec;
+    const tcp::endpoint remote = socket.remote_endpoint(ec);
+    if (ec) {
+      return;  // gone already
+    }
+    std::string peer = PeerOf(remote);
+    std::optional<ConnectionLimiter::Slot> slot = shared->limiter.TryAcquire(peer);
+    if (!slot) {
+      ++shared->refused;
+      NoteRefusal(peer);
+      socket.close(ec);
+      return;
+    }
+    StartSession(std::move(socket), Context(), shared, std::move(*slot), std::move(peer));
+  }
+
+  // One line per kRefusalLogEvery at most: a flood of refused connections must not become
+  // a flood of log lines.
+  void NoteRefusal(const std::string& peer) {
+    ++refused_unlogged;
+    const auto now = std::chrono::steady_clock::now();
+    if (logged_refusal && now - last_refusal_log < kRefusalLogEvery) {
+      return;
+    }
+    shared->log.Warn("webhook connections refused at the connection cap",
+                     {{"peer", peer},
+                      {"refused", static_cast<int64_t>(refused_unlogged)},
+                      {"connections", shared->limiter.connections()},
+                      {"max_connections", shared->options.max_connections},
+                      {"max_connections_per_peer", shared->options.max_connections_per_peer}});
+    refused_unlogged = 0;
+    logged_refusal = true;
+    last_refusal_log = now;
+  }
+
+  void Run() {
+    for (;;) {
+      try {
+        io.run();
+        return;
+      } catch (const std::exception& e) {  // a handler threw: log it, serve on
+        shared->log.Error("webhook server error", {{"error", e.what()}});
+      }
+    }
+  }
+
+  // The io_context goes last: handlers still queued in it own sessions, and sessions own
+  // what they need (ServerShared), so that order is all the shutdown needs.
+  asio::io_context io{1};
+  tcp::acceptor acceptor{io};
+  asio::steady_timer backoff_timer{io};
+  std::shared_ptr<ServerShared> shared;
   std::mutex mu;
   std::shared_ptr<ssl::context> context;  // guarded by mu
-  Logger& log;
+  // The I/O thread's own:
+  std::chrono::milliseconds backoff{0};
+  uint64_t burst_errors = 0;
+  uint64_t refused_unlogged = 0;
+  bool logged_refusal = false;
+  std::chrono::steady_clock::time_point last_refusal_log;
   std::thread thread;
 };
 
@@ -205,7 +224,8 @@ absl::StatusOr<std::unique_ptr<HttpsServer>> HttpsServer::Start(const HttpsOptio
   if (!ctx.ok()) {
     return ctx.status();
   }
-  auto impl = std::make_shared<Impl>(options, std::move(handler), *std::move(ctx), log);
+  auto shared = std::make_shared<ServerShared>(options, std::move(handler), log);
+  auto impl = std::make_unique<Impl>(shared, *std::move(ctx));
   const tcp::endpoint ep(addr, static_cast<uint16_t>(port));
   impl->acceptor.open(ep.protocol(), ec);
   if (!ec) {
@@ -220,12 +240,27 @@ absl::StatusOr<std::unique_ptr<HttpsServer>> HttpsServer::Start(const HttpsOptio
   if (ec) {
     return absl::UnavailableError(absl::StrCat("webhook server on ", listen, ": ", ec.message()));
   }
+  if (absl::Status st = shared->pool.Start(options.workers); !st.ok()) {
+    return st;
+  }
   impl->Accept();
-  impl->thread = std::thread([raw = impl.get()] { raw->io.run(); });
+  try {
+    impl->thread = std::thread([raw = impl.get()] { raw->Run(); });
+  } catch (const std::system_error& e) {
+    shared->pool.Stop();
+    return absl::UnavailableError(absl::StrCat("cannot start the webhook server: ", e.what()));
+  }
   auto server = std::unique_ptr<HttpsServer>(new HttpsServer(std::move(impl)));
-  log.Info("webhook server listening", {{"address", listen}, {"port", server->port()}});
+  log.Info("webhook server listening",
+           {{"address", listen},
+            {"port", server->port()},
+            {"max_connections", options.max_connections},
+            {"max_connections_per_peer", options.max_connections_per_peer},
+            {"workers", options.workers}});
   return server;
 }
+
+HttpsServer::HttpsServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 HttpsServer::~HttpsServer() { Stop(); }
 
@@ -244,16 +279,23 @@ uint16_t HttpsServer::port() const {
   return impl_->acceptor.local_endpoint(ec).port();
 }
 
+HttpsStats HttpsServer::stats() const {
+  const ServerShared& s = *impl_->shared;
+  return {s.accepts.load(), s.accept_errors.load(), s.refused.load(), s.limiter.connections()};
+}
+
 void HttpsServer::Stop() {
   if (!impl_->thread.joinable()) {
     return;
   }
-  asio::post(impl_->io, [impl = impl_] {
-    beast::error_code ec;
-    impl->acceptor.close(ec);
-  });
+  // The I/O thread first, so nothing runs on it while the workers finish and what they and
+  // the budget still hold (sessions) is let go here.
   impl_->io.stop();
   impl_->thread.join();
+  beast::error_code ec;
+  impl_->acceptor.close(ec);
+  impl_->shared->pool.Stop();
+  impl_->shared->budget.Close();
 }
 
 }  // namespace kmodd::webhook

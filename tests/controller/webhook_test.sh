@@ -4,8 +4,9 @@
 # serving certificate for 127.0.0.1, publishes the CA; the API server calls the webhook
 # through a ValidatingWebhookConfiguration (clientConfig.url + caBundle) and refuses an
 # invalid Module naming the field; the CRD refuses what `validate` refuses (the Modules of
-# tests/api/data/crd_cases.yaml), at the same field paths; an agent with a
-# projected token bound to a pod on node-a is served as node-a and refused
+# tests/api/data/crd_cases.yaml), at the same field paths; Modules are still
+# admitted and refused while another client floods the webhook with 3 MiB reviews; an
+# agent with a projected token bound to a pod on node-a is served as node-a and refused
 # (PERMISSION_DENIED) as node-b. Fails, never skips, without the harness.
 #
 # usage: webhook_test.sh BIN_DIR SOURCE_DIR
@@ -133,6 +134,30 @@ note "invalid Module refused by the API server: $out"
 module good '[{regexp: "^.+$", containerImage: "r/x:1"}]' | kubectl apply -f - >/dev/null \
   || fail "a valid Module was refused"
 note "valid Module accepted"
+
+# Another client floods the webhook with 3 MiB reviews (8 connections from 127.0.0.2, each
+# review some 3 s of CPU: tools/bench/webhook_flood.cc). The API server's reviews go on
+# meanwhile: it gives up on a webhook after timeoutSeconds (10 s above), and then, with
+# failurePolicy Fail, refuses the Module, so each apply below passes only if the webhook
+# answered it in time, beside the flood.
+"$bin/webhook_flood" load "$hook_port" --flood 8 --body mappings --seconds 25 \
+  >"$dir/flood.log" 2>&1 &
+flood=$!
+pids+=("$flood")
+sleep 5  # every flood connection has a review in the server by now
+for i in 1 2 3; do
+  module "flooded-$i" '[{regexp: "^.+$", containerImage: "r/x:1"}]' | kubectl apply -f - \
+    >"$dir/apply.out" 2>&1 || fail "a valid Module was refused during the flood: $(cat "$dir/apply.out")"
+done
+if out=$(module flooded-bad '[{containerImage: "r/x:1"}]' | kubectl apply -f - 2>&1); then
+  fail "an invalid Module was accepted during the flood"
+fi
+grep -q 'kernelMappings\[0\]: sets neither regexp nor literal' <<<"$out" \
+  || fail "not refused by the webhook during the flood: $out"
+wait "$flood" || true
+grep -q 'flood_answers={.*200:' "$dir/flood.log" \
+  || fail "the flood's reviews were not being answered: $(cat "$dir/flood.log")"
+note "Modules admitted and refused while another client sent 3 MiB reviews"
 
 # The CRD's rules (api/crd_rules.yaml) as the API server applies them: every
 # Module of crd_cases.yaml is refused at the field paths its annotation lists, the same
