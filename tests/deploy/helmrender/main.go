@@ -1,7 +1,7 @@
 // helmrender renders a Helm chart's templates the way `helm template` does, for the deploy
 // test on machines without helm (Debian does not package it). Helm's engine is Go's
 // text/template with extra functions; this implements only the ones deploy/helm/kmodd
-// uses: include, required, default, toYaml, nindent, indent, quote. The chart must stay
+// uses: include, required, default, toYaml, nindent, indent, quote, dict, fail. The chart must stay
 // within them (the test fails on any other function: text/template refuses unknown ones).
 // toYaml emits JSON, which is YAML.
 //
@@ -12,6 +12,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -82,6 +83,19 @@ func main() {
 			return "\n" + pad + strings.ReplaceAll(s, "\n", "\n"+pad)
 		},
 		"quote": func(v any) string { return fmt.Sprintf("%q", fmt.Sprint(v)) },
+		// dict "k1" v1 "k2" v2: a map, as sprig's.
+		"dict": func(kv ...any) (map[string]any, error) {
+			if len(kv)%2 != 0 {
+				return nil, errors.New("dict wants key and value pairs")
+			}
+			m := map[string]any{}
+			for i := 0; i < len(kv); i += 2 {
+				m[fmt.Sprint(kv[i])] = kv[i+1]
+			}
+			return m, nil
+		},
+		// fail "message": the render fails with the message, as Helm's.
+		"fail": func(msg string) (string, error) { return "", errors.New(msg) },
 	}
 	root.Funcs(funcs)
 	files, _ := filepath.Glob(filepath.Join(chart, "templates", "*"))
