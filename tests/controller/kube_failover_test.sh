@@ -6,9 +6,10 @@
 # release), and the test measures the time until the other replica holds the Lease and until
 # it has written status and labels for a Module change made after the failover. kmodd-loadgen
 # does not reconnect, so it is restarted against the new leader's port (what a Service in
-# front of both replicas does for real agents). Over TLS with the self-managed certificates,
-# each simulated agent showing a token bound to a Pod on its node, as deployed. Prints the
-# takeover time. Fails, never skips, without the harness.
+# front of both replicas does for real agents). As deployed: the replicas with their service
+# account's token and only what deploy/ grants them (as_deployed.sh), over TLS with the
+# self-managed certificates, each simulated agent showing a token bound to a Pod on its
+# node. Prints the takeover time. Fails, never skips, without the harness.
 #
 # usage: kube_failover_test.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
@@ -37,6 +38,8 @@ fi
 source "$dir/kube/env"
 export PATH="$KMODD_KUBE_BIN:$PATH"  # kubectl built by tools/kube/setup
 k() { kubectl --kubeconfig "$KMODD_KUBE_KUBECONFIG" "$@"; }
+# shellcheck source=tests/controller/as_deployed.sh
+source "$src/tests/controller/as_deployed.sh"
 
 # Polls `cmd` every 0.1 s until it succeeds, at most $1 seconds.
 until_ok() {
@@ -68,7 +71,7 @@ YAML
 done
 # Each simulated agent's credential, as the DaemonSet's projected token: audience kmodd,
 # bound to a Pod (never run: no kubelet) on its node.
-k -n kmodd-system create serviceaccount kmodd-agent >/dev/null
+as_deployed "$src" "$dir/controller.kubeconfig" kmm-demo || fail "cannot set up deploy/'s RBAC and policy"
 mkdir -p "$dir/tokens"
 for i in 0 1 2; do
   k create -f - >/dev/null <<YAML
@@ -87,7 +90,7 @@ done
 
 start_controller() {  # NAME PORT
   POD_NAME=$1 "$bin/kmodd-controller" run --kubernetes --leader-elect \
-    --kubeconfig "$KMODD_KUBE_KUBECONFIG" --namespace kmodd-system \
+    --kubeconfig "$dir/controller.kubeconfig" --namespace kmodd-system \
     --listen "127.0.0.1:$2" --cert-ip 127.0.0.1 --log-level debug 2>"$dir/$1.log" &
   pids+=($!)
   eval "${1//-/_}_pid=$!"

@@ -11,8 +11,10 @@
 # none) until it is fixed, an API server restart with watch expiry (410 Gone: the
 # controller relists and sees a Module deleted and one created while it was not watching;
 # leader failover: kube_failover_test.sh).
-# As deployed: over TLS with the self-managed certificates, each simulated agent showing a
-# token bound to a Pod on its node (the Kubernetes mode refuses --insecure).
+# As deployed: the controller with its service account's token and only what deploy/ grants
+# it (as_deployed.sh: kmm-demo given for pull secrets, kmm-other not, whose Module says so),
+# over TLS with the self-managed certificates, each simulated agent showing a token bound to
+# a Pod on its node (the Kubernetes mode refuses --insecure).
 # Without the harness (tools/kube/setup) it fails, never skips.
 #
 # usage: kube_mode_test.sh BIN_DIR SOURCE_DIR
@@ -40,6 +42,8 @@ fi
 source "$dir/kube/env"
 export PATH="$KMODD_KUBE_BIN:$PATH"  # kubectl built by tools/kube/setup
 k() { kubectl --kubeconfig "$KMODD_KUBE_KUBECONFIG" "$@"; }
+# shellcheck source=tests/controller/as_deployed.sh
+source "$src/tests/controller/as_deployed.sh"
 
 # Polls `cmd` every 0.1 s until it succeeds, at most $1 seconds.
 until_ok() {
@@ -94,7 +98,7 @@ node_info gke-0 6.1.90+ boot-gke
 
 # Each simulated agent's credential, as the DaemonSet's projected token: audience kmodd,
 # bound to a Pod (never run: no kubelet) on its node.
-k -n kmodd-system create serviceaccount kmodd-agent >/dev/null
+as_deployed "$src" "$dir/controller.kubeconfig" kmm-demo || fail "cannot set up deploy/'s RBAC and policy"
 mkdir -p "$dir/tokens"
 for n in sim-0 sim-1 sim-2 sim-3 gke-0; do
   k create -f - >/dev/null <<YAML
@@ -113,7 +117,7 @@ done
 
 start_controller() {  # NAME [extra flags...]
   local name=$1; shift
-  POD_NAME=$name "$bin/kmodd-controller" run --kubernetes --kubeconfig "$KMODD_KUBE_KUBECONFIG" \
+  POD_NAME=$name "$bin/kmodd-controller" run --kubernetes --kubeconfig "$dir/controller.kubeconfig" \
     --namespace kmodd-system --listen 127.0.0.1:0 --cert-ip 127.0.0.1 --log-level debug "$@" \
     2>"$dir/$name.log" &
   pids+=($!)
@@ -341,6 +345,33 @@ k create secret docker-registry kmm-ci-pull -n kmm-demo --docker-server=127.0.0.
 until_ok 30 cond_is kmm-ci-s PullSecretResolved True ||
   fail "PullSecretResolved is still $(cond kmm-ci-s PullSecretResolved status): $(cond kmm-ci-s PullSecretResolved message)"
 echo "PullSecretResolved=True: $(cond kmm-ci-s PullSecretResolved message)"
+
+step "a Module in a namespace not given to the controller: its pull Secret is Forbidden, and says what to add"
+k create namespace kmm-other >/dev/null
+k create secret docker-registry kmm-ci-pull -n kmm-other --docker-server=127.0.0.1:5000 \
+  --docker-username=ci --docker-password=ci >/dev/null
+k apply -f - >/dev/null <<YAML
+apiVersion: kmm.sigs.x-k8s.io/v1beta1
+kind: Module
+metadata: {name: kmm-ci-o, namespace: kmm-other}
+spec:
+  selector: {role: worker}
+  imageRepoSecret: {name: kmm-ci-pull}
+  moduleLoader:
+    container:
+      modprobe: {moduleName: kmm_ci_a}
+      kernelMappings:
+        - {regexp: '^.+\$', containerImage: '127.0.0.1:5000/kmm-ci-a:\$KERNEL_FULL_VERSION'}
+YAML
+other_cond() { k get module -n kmm-other kmm-ci-o -o jsonpath="{.status.conditions[?(@.type==\"PullSecretResolved\")].$1}"; }
+until_ok 20 bash -c "[[ \$(kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get module -n kmm-other kmm-ci-o -o jsonpath='{.status.conditions[?(@.type==\"PullSecretResolved\")].reason}') == Forbidden ]]" ||
+  fail "PullSecretResolved of kmm-other/kmm-ci-o: $(other_cond reason): $(other_cond message)"
+msg=$(other_cond message)
+echo "PullSecretResolved=False Forbidden: $msg"
+[[ $msg == *'Secret kmm-other/kmm-ci-pull cannot be read'* && $msg == *'add kmm-other to the Helm value moduleNamespaces'* ]] ||
+  fail "the condition does not say what to add: $msg"
+k delete module -n kmm-other kmm-ci-o --wait=false >/dev/null
+until_ok 20 bash -c "! kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get module -n kmm-other kmm-ci-o" || fail "kmm-ci-o still there"
 k delete module -n kmm-demo kmm-ci-s --wait=false >/dev/null
 until_ok 20 bash -c "! kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get module -n kmm-demo kmm-ci-s" || fail "kmm-ci-s still there"
 
