@@ -352,8 +352,8 @@ step "the admission policy: no owner reference and no finalizer anywhere the con
 # An owner reference to an object that does not exist: the garbage collector deletes what
 # carries it.
 owner='{"apiVersion":"v1","kind":"Namespace","name":"gone","uid":"00000000-0000-0000-0000-000000000001"}'
-edited() { # PATH PYTHON: the object at PATH (read with the controller's token), changed by PYTHON on o
-  KMODD_KUBE_TOKEN=$ctrl_token $kube get "$1" | $py -c "import json,sys; o=json.load(sys.stdin); o['metadata'].pop('resourceVersion'); $2; print(json.dumps(o))"
+edited() { # PATH PYTHON: the object at PATH as it is now (read with the controller's token), changed by PYTHON on o
+  KMODD_KUBE_TOKEN=$ctrl_token $kube get "$1" | $py -c "import json,sys; o=json.load(sys.stdin); $2; print(json.dumps(o))"
 }
 tls=/api/v1/namespaces/kmodd-system/secrets/kmodd-controller-tls
 ca=/api/v1/namespaces/kmodd-system/configmaps/kmodd-ca

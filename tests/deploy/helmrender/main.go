@@ -5,8 +5,8 @@
 // within them (the test fails on any other function: text/template refuses unknown ones).
 // toYaml emits JSON, which is YAML.
 //
-// usage: helmrender CHART_DIR NAMESPACE VALUES_JSON_OVERRIDES
-// Values are values.yaml as JSON (the caller converts it) merged with the overrides.
+// usage: helmrender CHART_DIR NAMESPACE VALUES.json OVERRIDES.json...
+// Values are values.yaml as JSON (the caller converts it) merged with each override in turn.
 package main
 
 import (
@@ -34,8 +34,8 @@ func merge(dst, src map[string]any) {
 }
 
 func main() {
-	if len(os.Args) != 5 {
-		fmt.Fprintln(os.Stderr, "usage: helmrender CHART_DIR NAMESPACE VALUES.json OVERRIDES.json")
+	if len(os.Args) < 5 {
+		fmt.Fprintln(os.Stderr, "usage: helmrender CHART_DIR NAMESPACE VALUES.json OVERRIDES.json...")
 		os.Exit(2)
 	}
 	chart, ns := os.Args[1], os.Args[2]
