@@ -206,6 +206,11 @@ absl::StatusOr<Bundle> CertManager::Ensure() {
       log_.Info("another replica stored the certificates first; using theirs");
       continue;
     }
+    if (rv.empty() && absl::IsPermissionDenied(st)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "Secret ", options_.ns, "/", kSecretName, " does not exist and the controller may ",
+          "not create Secrets (", st.message(), "): apply deploy/, which ships it empty"));
+    }
     if (!st.ok()) {
       return st;
     }
@@ -249,6 +254,12 @@ absl::Status CertManager::PublishConfigMap(const std::string& ca_pem) {
       obj.Set("data", std::move(data));
       absl::Status st = client_.Create(kube::ResourcePath("v1", "configmaps", options_.ns), obj)
                             .status();
+      if (absl::IsPermissionDenied(st)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "ConfigMap ", options_.ns, "/", kCaConfigMapName, " does not exist and the ",
+            "controller may not create ConfigMaps (", st.message(),
+            "): apply deploy/, which ships it empty"));
+      }
       // Created by another replica meanwhile: compare theirs on the next attempt.
       return absl::IsAlreadyExists(st) ? absl::AbortedError("created meanwhile") : st;
     }

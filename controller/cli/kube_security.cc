@@ -13,8 +13,11 @@ KubeSecurity::KubeSecurity(kube::KubeClient& client, KubeSecurityConfig config,
 KubeSecurity::~KubeSecurity() { Stop(); }
 
 absl::Status KubeSecurity::Start(server::ServerOptions& sync) {
-  if (sync.insecure && config_.webhook_listen.empty()) {
-    return absl::OkStatus();  // plain text and no webhook: nothing needs a certificate
+  if (sync.insecure) {
+    // The command line refuses it too (run_cmd.cc): pull secrets never go out in clear.
+    return absl::FailedPreconditionError(
+        "the Kubernetes mode serves agents over TLS only: over plain text any client could "
+        "claim any node and be handed its pull secrets");
   }
   if (config_.self_managed) {
     absl::StatusOr<certs::Bundle> b = certs_.Ensure();
@@ -30,12 +33,10 @@ absl::Status KubeSecurity::Start(server::ServerOptions& sync) {
   if (absl::Status st = certs_.Publish(bundle_.ca_pem); !st.ok()) {
     return st;
   }
-  if (!sync.insecure) {
-    sync.cert_pem = bundle_.cert_pem;
-    sync.key_pem = bundle_.key_pem;
-    sync.ca_pem = bundle_.ca_pem;
-    sync.authenticator = &authenticator_;
-  }
+  sync.cert_pem = bundle_.cert_pem;
+  sync.key_pem = bundle_.key_pem;
+  sync.ca_pem = bundle_.ca_pem;
+  sync.authenticator = &authenticator_;
   if (!config_.webhook_listen.empty()) {
     webhook::HttpsOptions o;
     o.listen = config_.webhook_listen;

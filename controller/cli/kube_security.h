@@ -42,8 +42,8 @@ class KubeSecurity {
   KubeSecurity(const KubeSecurity&) = delete;
   KubeSecurity& operator=(const KubeSecurity&) = delete;
 
-  // Fills `sync`'s certificate, key, CA and authenticator (unless it is insecure), publishes
-  // the CA, starts the webhook and the daily rotation check.
+  // Fills `sync`'s certificate, key, CA and authenticator, publishes the CA, starts the
+  // webhook and the daily rotation check. FailedPrecondition for an insecure `sync`.
   [[nodiscard]] absl::Status Start(server::ServerOptions& sync);
   // The Sync server started with those options: renewed certificates go to it too.
   void RenewInto(server::SyncServer* sync);

@@ -54,7 +54,9 @@ constexpr char kUsage[] =
     "  --cert, --key   the controller's certificate and key (PEM)\n"
     "  --ca            the CA that signs agents' certificates; an agent's certificate must\n"
     "                  name its node (CN or DNS SAN)\n"
-    "  --insecure      plain text, no identity check (tests and demos only)\n"
+    "  --insecure      plain text, no identity check (standalone tests and demos only;\n"
+    "                  refused with --kubernetes, where it would hand any client any\n"
+    "                  node's pull secrets)\n"
     "  Kubernetes mode: without --cert/--key/--ca the certificates are self-managed (Secret\n"
     "  kmodd-controller-tls, CA in ConfigMap kmodd-ca); agents may show a projected token.\n"
     "  --webhook-listen ADDR:PORT  the Module admission webhook (HTTPS, /validate-module)\n"
@@ -157,6 +159,16 @@ int Parse(const std::vector<std::string>& args, RunConfig& c, std::ostream& out,
     err << "error: --kubernetes needs --namespace\n" << kUsage;
     return 2;
   }
+  if (c.kubernetes && c.server.insecure) {
+    // Over plain text no stream can be tied to a node, and the Kubernetes mode sends each
+    // node the pull Secrets of its Modules: anyone who reaches the port could collect them.
+    err << "error: --kubernetes does not take --insecure: over plain text any client could "
+           "claim any node and be handed its pull secrets. Leave --insecure out (the "
+           "certificates are then self-managed and agents show their tokens) or give --cert, "
+           "--key and --ca\n"
+        << kUsage;
+    return 2;
+  }
   const bool any_tls = !c.cert_file.empty() || !c.key_file.empty() || !c.ca_file.empty();
   const bool self_managed = c.kubernetes && !any_tls;
   if (!c.kubernetes && (!c.webhook_listen.empty() || !c.cert_dns.empty() || !c.cert_ips.empty())) {
@@ -166,7 +178,9 @@ int Parse(const std::vector<std::string>& args, RunConfig& c, std::ostream& out,
   if (!self_managed && (c.server.insecure == any_tls ||
                         (!c.server.insecure &&
                          (c.cert_file.empty() || c.key_file.empty() || c.ca_file.empty())))) {
-    err << "error: give either --cert, --key and --ca, or --insecure\n" << kUsage;
+    err << (c.kubernetes ? "error: give all of --cert, --key and --ca, or none (self-managed)\n"
+                         : "error: give either --cert, --key and --ca, or --insecure\n")
+        << kUsage;
     return 2;
   }
   if (!c.kubernetes && c.status_file.empty()) {

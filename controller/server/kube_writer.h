@@ -16,7 +16,7 @@
 //     merge-patched on the status subresource only when it changed; rejected Modules
 //     included (Accepted=False names the fields). A Warning Event on the Module for each
 //     new Accepted=False or PullSecretResolved=False (reasons Rejected, PullSecretNotFound,
-//     PullSecretWrongType, PullSecretForbidden).
+//     PullSecretWrongType, PullSecretInvalidContent, PullSecretForbidden).
 //   - The finalizer kmodd.io/unload on every Module in the plan (a Module rejected before it
 //     was ever accepted gets none); on deletion, removed once no connected agent reports
 //     the Module any more (disconnected nodes do not hold it up).

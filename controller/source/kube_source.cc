@@ -93,46 +93,39 @@ ModuleMeta ModuleMetaFromObject(const Value& object) {
   return m;
 }
 
-absl::StatusOr<std::string> DockerConfigFromSecret(const Value& secret) {
-  const std::string encoded = StringAt(secret, {"data", ".dockerconfigjson"});
-  if (encoded.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("Secret ", ObjectName(secret),
-                     " has no .dockerconfigjson (type kubernetes.io/dockerconfigjson expected)"));
-  }
-  std::string out;
-  if (!absl::Base64Unescape(encoded, &out)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Secret ", ObjectName(secret), ": .dockerconfigjson is not base64"));
-  }
-  return out;
-}
-
 std::optional<server::PullSecretState> PullSecretProblem(const std::string& key,
                                                          const absl::Status& error) {
   const std::string ns = key.substr(0, key.find('/'));
+  const std::string name = key.substr(ns.size() + 1);
   const std::string without = "; until then nodes pull its Modules' images without credentials";
+  const std::string recreate =
+      absl::StrCat("recreate it with kubectl create secret docker-registry ", name, " -n ", ns,
+                   " --docker-server=... --docker-username=... --docker-password=...");
   switch (error.code()) {
     case absl::StatusCode::kNotFound:
       return server::PullSecretState{
           false, "NotFound",
           absl::StrCat("Secret ", key, " (spec.imageRepoSecret) not found: create it in namespace ",
-                       ns, " (kubectl create secret docker-registry ", key.substr(ns.size() + 1),
+                       ns, " (kubectl create secret docker-registry ", name,
                        " -n ", ns, " ...), or remove spec.imageRepoSecret", without)};
     case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kInvalidArgument:
       return server::PullSecretState{
           false, "WrongType",
-          absl::StrCat(error.message(),
-                       ": make it a kubernetes.io/dockerconfigjson Secret (kubectl create "
-                       "secret docker-registry)",
+          absl::StrCat(error.message(), ": kmodd takes only kubernetes.io/dockerconfigjson Secrets: ",
+                       recreate, without)};
+    case absl::StatusCode::kInvalidArgument:
+      return server::PullSecretState{
+          false, "InvalidContent",
+          absl::StrCat(error.message(), ": nodes could not use it and are not sent it: ", recreate,
                        without)};
     case absl::StatusCode::kPermissionDenied:
     case absl::StatusCode::kUnauthenticated:
       return server::PullSecretState{
           false, "Forbidden",
           absl::StrCat("Secret ", key, " cannot be read: ", error.message(),
-                       ": the controller needs get on secrets (ClusterRole kmodd-controller); "
+                       ": the controller reads Secrets only in the namespaces it is given: add ",
+                       ns, " to the Helm value moduleNamespaces (or, with kustomize, a "
+                       "RoleBinding to Role kmodd-pull-secrets there: docs/deployment.md); "
                        "nodes are sent the last copy read, if any")};
     default:
       return std::nullopt;  // the API server is away: the next look-up will tell

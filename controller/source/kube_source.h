@@ -40,6 +40,7 @@
 #include "api/node.h"
 #include "controller/kube/client.h"
 #include "controller/server/hub.h"
+#include "controller/source/pull_secret.h"
 
 namespace kmodd::source {
 
@@ -77,10 +78,9 @@ std::optional<api::Module> CheckModuleObject(const Value& object,
                                              std::vector<api::Diagnostic>& errors);
 [[nodiscard]] absl::StatusOr<api::Node> NodeFromObject(const Value& object);
 ModuleMeta ModuleMetaFromObject(const Value& object);
-// The .dockerconfigjson of a kubernetes.io/dockerconfigjson Secret, decoded.
-[[nodiscard]] absl::StatusOr<std::string> DockerConfigFromSecret(const Value& secret);
-// What a failed look-up of pull Secret `key` ("<namespace>/<name>") means for the Modules
-// naming it; nullopt for a transient failure (the last state stays).
+// What a failed look-up or check (DockerConfigFromSecret, pull_secret.h) of pull Secret `key`
+// ("<namespace>/<name>") means for the Modules naming it: reason NotFound, WrongType,
+// InvalidContent or Forbidden; nullopt for a transient failure (the last state stays).
 std::optional<server::PullSecretState> PullSecretProblem(const std::string& key,
                                                          const absl::Status& error);
 

@@ -56,6 +56,11 @@ case "$case_name" in
     expect_rc 1 "$bin" validate -f "$tmp/does-not-exist.yaml"
     expect_in "$tmp/err" "does-not-exist.yaml: cannot open"
     expect_rc 2 "$bin" frobnicate
+    # Plain text in Kubernetes mode would hand any client any node's pull secrets.
+    expect_rc 2 "$bin" run --kubernetes --kubeconfig "$tmp/none" --namespace kmodd-system --insecure
+    expect_in "$tmp/err" "--kubernetes does not take --insecure: over plain text any client could claim any node and be handed its pull secrets"
+    expect_rc 2 "$bin" run --kubernetes --kubeconfig "$tmp/none" --namespace kmodd-system --cert c
+    expect_in "$tmp/err" "give all of --cert, --key and --ca, or none (self-managed)"
     ;;
   nothing-found)
     # Inputs that hold no Module (or no Node) are errors, not an empty success.

@@ -6,8 +6,10 @@
 # release), and the test measures the time until the other replica holds the Lease and until
 # it has written status and labels for a Module change made after the failover. kmodd-loadgen
 # does not reconnect, so it is restarted against the new leader's port (what a Service in
-# front of both replicas does for real agents). Prints the takeover time. Fails, never skips,
-# without the harness.
+# front of both replicas does for real agents). As deployed: the replicas with their service
+# account's token and only what deploy/ grants them (as_deployed.sh), over TLS with the
+# self-managed certificates, each simulated agent showing a token bound to a Pod on its
+# node. Prints the takeover time. Fails, never skips, without the harness.
 #
 # usage: kube_failover_test.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
@@ -36,6 +38,8 @@ fi
 source "$dir/kube/env"
 export PATH="$KMODD_KUBE_BIN:$PATH"  # kubectl built by tools/kube/setup
 k() { kubectl --kubeconfig "$KMODD_KUBE_KUBECONFIG" "$@"; }
+# shellcheck source=tests/controller/as_deployed.sh
+source "$src/tests/controller/as_deployed.sh"
 
 # Polls `cmd` every 0.1 s until it succeeds, at most $1 seconds.
 until_ok() {
@@ -65,17 +69,39 @@ YAML
   k patch node "sim-$i" --subresource=status --type=merge -p \
     "{\"status\":{\"nodeInfo\":{\"kernelVersion\":\"6.1.0-27-cloud-amd64\",\"bootID\":\"boot-$i\",\"architecture\":\"amd64\",\"machineID\":\"m\",\"systemUUID\":\"u\",\"kubeProxyVersion\":\"\",\"kubeletVersion\":\"\",\"containerRuntimeVersion\":\"\",\"operatingSystem\":\"linux\",\"osImage\":\"sim\"}}}" >/dev/null
 done
+# Each simulated agent's credential, as the DaemonSet's projected token: audience kmodd,
+# bound to a Pod (never run: no kubelet) on its node.
+as_deployed "$src" "$dir/controller.kubeconfig" kmm-demo || fail "cannot set up deploy/'s RBAC and policy"
+mkdir -p "$dir/tokens"
+for i in 0 1 2; do
+  k create -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: kmodd-agent-sim-$i, namespace: kmodd-system}
+spec:
+  serviceAccountName: kmodd-agent
+  automountServiceAccountToken: false
+  nodeName: sim-$i
+  containers: [{name: agent, image: kmodd/agent}]
+YAML
+  k -n kmodd-system create token kmodd-agent --audience kmodd --duration 1h --bound-object-kind Pod \
+    --bound-object-name "kmodd-agent-sim-$i" >"$dir/tokens/sim-$i"
+done
 
 start_controller() {  # NAME PORT
   POD_NAME=$1 "$bin/kmodd-controller" run --kubernetes --leader-elect \
-    --kubeconfig "$KMODD_KUBE_KUBECONFIG" --namespace kmodd-system \
-    --listen "127.0.0.1:$2" --insecure --log-level debug 2>"$dir/$1.log" &
+    --kubeconfig "$dir/controller.kubeconfig" --namespace kmodd-system \
+    --listen "127.0.0.1:$2" --cert-ip 127.0.0.1 --log-level debug 2>"$dir/$1.log" &
   pids+=($!)
   eval "${1//-/_}_pid=$!"
   until_ok 20 grep -q '"controller running (Kubernetes)"' "$dir/$1.log" || fail "$1 did not start"
+  # The CA the replicas share (Secret kmodd-controller-tls), published in ConfigMap kmodd-ca.
+  k -n kmodd-system get configmap kmodd-ca -o jsonpath='{.data.ca\.crt}' >"$dir/ca.crt"
+  [[ -s $dir/ca.crt ]] || fail "$1 published no CA"
 }
 start_agents() {  # NAME PORT
-  "$bin/kmodd-loadgen" --controller "127.0.0.1:$2" --agents 3 --name-prefix sim- --insecure \
+  "$bin/kmodd-loadgen" --controller "127.0.0.1:$2" --agents 3 --name-prefix sim- \
+    --ca "$dir/ca.crt" --token-dir "$dir/tokens" \
     --kernel 6.1.0-27-cloud-amd64 >"$dir/$1.log" 2>&1 &
   pids+=($!)
   eval "${1//-/_}_pid=$!"

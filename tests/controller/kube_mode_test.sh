@@ -7,9 +7,14 @@
 # other, `kmodd-controller status` on the status file, an invalid Module (no webhook here)
 # rejected in its status and never held by the finalizer, nor holding back the other
 # Modules when the controller restarts while it exists, a missing pull Secret reported on
-# its Module until it is created, an API server restart with watch expiry (410 Gone: the
+# its Module until it is created, one whose content no node could use reported (and sent to
+# none) until it is fixed, an API server restart with watch expiry (410 Gone: the
 # controller relists and sees a Module deleted and one created while it was not watching;
 # leader failover: kube_failover_test.sh).
+# As deployed: the controller with its service account's token and only what deploy/ grants
+# it (as_deployed.sh: kmm-demo given for pull secrets, kmm-other not, whose Module says so),
+# over TLS with the self-managed certificates, each simulated agent showing a token bound to
+# a Pod on its node (the Kubernetes mode refuses --insecure).
 # Without the harness (tools/kube/setup) it fails, never skips.
 #
 # usage: kube_mode_test.sh BIN_DIR SOURCE_DIR
@@ -37,6 +42,8 @@ fi
 source "$dir/kube/env"
 export PATH="$KMODD_KUBE_BIN:$PATH"  # kubectl built by tools/kube/setup
 k() { kubectl --kubeconfig "$KMODD_KUBE_KUBECONFIG" "$@"; }
+# shellcheck source=tests/controller/as_deployed.sh
+source "$src/tests/controller/as_deployed.sh"
 
 # Polls `cmd` every 0.1 s until it succeeds, at most $1 seconds.
 until_ok() {
@@ -89,19 +96,41 @@ YAML
 node_info sim-3 6.1.0-27-cloud-amd64 boot-3
 node_info gke-0 6.1.90+ boot-gke
 
+# Each simulated agent's credential, as the DaemonSet's projected token: audience kmodd,
+# bound to a Pod (never run: no kubelet) on its node.
+as_deployed "$src" "$dir/controller.kubeconfig" kmm-demo || fail "cannot set up deploy/'s RBAC and policy"
+mkdir -p "$dir/tokens"
+for n in sim-0 sim-1 sim-2 sim-3 gke-0; do
+  k create -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: kmodd-agent-$n, namespace: kmodd-system}
+spec:
+  serviceAccountName: kmodd-agent
+  automountServiceAccountToken: false
+  nodeName: $n
+  containers: [{name: agent, image: kmodd/agent}]
+YAML
+  k -n kmodd-system create token kmodd-agent --audience kmodd --duration 1h --bound-object-kind Pod \
+    --bound-object-name "kmodd-agent-$n" >"$dir/tokens/$n"
+done
+
 start_controller() {  # NAME [extra flags...]
   local name=$1; shift
-  POD_NAME=$name "$bin/kmodd-controller" run --kubernetes --kubeconfig "$KMODD_KUBE_KUBECONFIG" \
-    --namespace kmodd-system --listen 127.0.0.1:0 --insecure --log-level debug "$@" \
+  POD_NAME=$name "$bin/kmodd-controller" run --kubernetes --kubeconfig "$dir/controller.kubeconfig" \
+    --namespace kmodd-system --listen 127.0.0.1:0 --cert-ip 127.0.0.1 --log-level debug "$@" \
     2>"$dir/$name.log" &
   pids+=($!)
   eval "${name//-/_}_pid=$!"
   until_ok 20 grep -q '"controller running (Kubernetes)"' "$dir/$name.log" || fail "$name did not start"
+  # The CA it published (ConfigMap kmodd-ca), as the agents mount it.
+  k -n kmodd-system get configmap kmodd-ca -o jsonpath='{.data.ca\.crt}' >"$dir/ca.crt"
+  [[ -s $dir/ca.crt ]] || fail "$name published no CA"
 }
 port_of() { grep -o '"sync server listening".*' "$dir/$1.log" | grep -o '"port":[1-9][0-9]*' | head -1 | cut -d: -f2; }
 start_agents() {  # NAME PORT [N PREFIX KERNEL]
   "$bin/kmodd-loadgen" --controller "127.0.0.1:$2" --agents "${3:-3}" --name-prefix "${4:-sim-}" \
-    --insecure --kernel "${5:-6.1.0-27-cloud-amd64}" >"$dir/$1.log" 2>&1 &
+    --ca "$dir/ca.crt" --token-dir "$dir/tokens" --kernel "${5:-6.1.0-27-cloud-amd64}" >"$dir/$1.log" 2>&1 &
   pids+=($!)
   eval "${1//-/_}_pid=$!"
 }
@@ -292,11 +321,58 @@ k delete module -n kmm-demo kmm-ci-x --wait=false >/dev/null
 until_ok 20 bash -c "! kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get module -n kmm-demo kmm-ci-x" || fail "kmm-ci-x still there"
 timeout 20 kubectl --kubeconfig "$KMODD_KUBE_KUBECONFIG" delete module -n kmm-demo kmm-ci-bad >/dev/null ||
   fail "the rejected Module could not be deleted"
+# One the API server takes (it checks only that a dockerconfigjson is JSON) but whose entry
+# no node could read: reported, and sent to no node.
+k create -f - >/dev/null <<'YAML'
+apiVersion: v1
+kind: Secret
+metadata: {name: kmm-ci-pull, namespace: kmm-demo}
+type: kubernetes.io/dockerconfigjson
+stringData: {.dockerconfigjson: '{"auths":{"127.0.0.1:5000":"Y2k6Y2k="}}'}
+YAML
+until_ok 30 bash -c "[[ \$(kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get module -n kmm-demo kmm-ci-s -o jsonpath='{.status.conditions[?(@.type==\"PullSecretResolved\")].reason}') == InvalidContent ]]" ||
+  fail "PullSecretResolved is $(cond kmm-ci-s PullSecretResolved reason): $(cond kmm-ci-s PullSecretResolved message)"
+msg=$(cond kmm-ci-s PullSecretResolved message)
+echo "PullSecretResolved=False InvalidContent: $msg"
+[[ $msg == *'Secret kmm-demo/kmm-ci-pull: data[".dockerconfigjson"]: auths["127.0.0.1:5000"]: expected an object, got a string'* &&
+   $msg == *'kubectl create secret docker-registry kmm-ci-pull -n kmm-demo'* ]] ||
+  fail "the condition does not name the Secret, the field and the fix: $msg"
+[[ $(cond kmm-ci-s PullSecretResolved status) == False ]] || fail "PullSecretResolved is not False"
+until_ok 10 bash -c "kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get events -n kmm-demo --field-selector involvedObject.name=kmm-ci-s,reason=PullSecretInvalidContent,type=Warning -o name | grep -q ." ||
+  fail "no Warning Event PullSecretInvalidContent on the Module: $(k get events -n kmm-demo)"
+k delete secret -n kmm-demo kmm-ci-pull >/dev/null
 k create secret docker-registry kmm-ci-pull -n kmm-demo --docker-server=127.0.0.1:5000 \
   --docker-username=ci --docker-password=ci >/dev/null
 until_ok 30 cond_is kmm-ci-s PullSecretResolved True ||
   fail "PullSecretResolved is still $(cond kmm-ci-s PullSecretResolved status): $(cond kmm-ci-s PullSecretResolved message)"
 echo "PullSecretResolved=True: $(cond kmm-ci-s PullSecretResolved message)"
+
+step "a Module in a namespace not given to the controller: its pull Secret is Forbidden, and says what to add"
+k create namespace kmm-other >/dev/null
+k create secret docker-registry kmm-ci-pull -n kmm-other --docker-server=127.0.0.1:5000 \
+  --docker-username=ci --docker-password=ci >/dev/null
+k apply -f - >/dev/null <<YAML
+apiVersion: kmm.sigs.x-k8s.io/v1beta1
+kind: Module
+metadata: {name: kmm-ci-o, namespace: kmm-other}
+spec:
+  selector: {role: worker}
+  imageRepoSecret: {name: kmm-ci-pull}
+  moduleLoader:
+    container:
+      modprobe: {moduleName: kmm_ci_a}
+      kernelMappings:
+        - {regexp: '^.+\$', containerImage: '127.0.0.1:5000/kmm-ci-a:\$KERNEL_FULL_VERSION'}
+YAML
+other_cond() { k get module -n kmm-other kmm-ci-o -o jsonpath="{.status.conditions[?(@.type==\"PullSecretResolved\")].$1}"; }
+until_ok 20 bash -c "[[ \$(kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get module -n kmm-other kmm-ci-o -o jsonpath='{.status.conditions[?(@.type==\"PullSecretResolved\")].reason}') == Forbidden ]]" ||
+  fail "PullSecretResolved of kmm-other/kmm-ci-o: $(other_cond reason): $(other_cond message)"
+msg=$(other_cond message)
+echo "PullSecretResolved=False Forbidden: $msg"
+[[ $msg == *'Secret kmm-other/kmm-ci-pull cannot be read'* && $msg == *'add kmm-other to the Helm value moduleNamespaces'* ]] ||
+  fail "the condition does not say what to add: $msg"
+k delete module -n kmm-other kmm-ci-o --wait=false >/dev/null
+until_ok 20 bash -c "! kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get module -n kmm-other kmm-ci-o" || fail "kmm-ci-o still there"
 k delete module -n kmm-demo kmm-ci-s --wait=false >/dev/null
 until_ok 20 bash -c "! kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get module -n kmm-demo kmm-ci-s" || fail "kmm-ci-s still there"
 

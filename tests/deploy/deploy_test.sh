@@ -9,10 +9,13 @@
 # admission policy, the webhook configuration), the CRD is Established and takes every
 # example Module with strict field validation and without pruning a field (it adds only
 # the CRD's defaults, such as dirName /opt), the status
-# subresource and printer columns work, the admission policy confines the controller's
-# writes, the webhook configuration fails closed while no controller serves it, and the
-# uninstall leaves nothing. Fails (never skips) when buildah, the registry or the API
-# server harness is missing.
+# subresource and printer columns work, the controller's own token reads Secrets only in
+# the namespaces given to it and creates none, the admission policy confines the
+# controller's writes (labels, owner references, finalizers), the webhook configuration
+# fails closed while no controller serves it, and the uninstall leaves nothing. What is
+# installed is deploy/overlays/example (the base, pull-secret Roles for two more
+# namespaces, the NetworkPolicy) with the images set. Fails (never skips) when buildah,
+# the registry or the API server harness is missing.
 set -euo pipefail
 
 bin=$(cd "$1" && pwd)
@@ -78,22 +81,27 @@ buildah "${s[@]}" run --isolation chroot "$agt" -- /usr/bin/kmodd-agent --help >
 grep -q 'run the agent' "$work/agent-help" || { cat "$work/agent-help"; fail "the agent image does not run"; }
 buildah "${s[@]}" rm --all >/dev/null
 
-step "render deploy/base with the digests (an overlay's images:)"
-mkdir -p "$work/overlay"
-cat >"$work/overlay/kustomization.yaml" <<EOF
+step "render deploy/overlays/example, and deploy/base alone, with the digests (an overlay's images:)"
+overlay() {  # DIR BASE: a kustomization of BASE with the images set
+  mkdir -p "$1"
+  cat >"$1/kustomization.yaml" <<EOF
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
-  - $src/deploy/base
+  - $2
 images:
   - {name: kmodd/agent, newName: ${KMODD_AGENT_IMAGE%@*}, digest: ${KMODD_AGENT_IMAGE#*@}}
   - {name: kmodd/controller, newName: ${KMODD_CONTROLLER_IMAGE%@*}, digest: ${KMODD_CONTROLLER_IMAGE#*@}}
 EOF
+}
+overlay "$work/overlay" "$src/deploy/overlays/example"
+overlay "$work/overlay-base" "$src/deploy/base"
 $kube render "$work/overlay" >"$work/all.yaml"
+$kube render "$work/overlay-base" >"$work/base.yaml"
 if command -v kubectl >/dev/null; then
   # When kubectl is there, its kustomize must agree with the test's renderer.
   cp -r "$src/deploy" "$work/deploy"
-  sed -i "s|  - $src/deploy/base|  - ../deploy/base|" "$work/overlay/kustomization.yaml"
+  sed -i "s|  - $src/deploy/|  - ../deploy/|" "$work/overlay/kustomization.yaml"
   kubectl kustomize "$work/overlay" >"$work/all-kubectl.yaml"
   $py - "$work/all.yaml" "$work/all-kubectl.yaml" <<'EOF'
 import sys, yaml
@@ -114,18 +122,35 @@ cat >"$work/overrides.json" <<EOF
 {"agent": {"image": {"repository": "${KMODD_AGENT_IMAGE%@*}", "digest": "${KMODD_AGENT_IMAGE#*@}"}},
  "controller": {"image": {"repository": "${KMODD_CONTROLLER_IMAGE%@*}", "digest": "${KMODD_CONTROLLER_IMAGE#*@}"}}}
 EOF
-"$work/helmrender" "$src/deploy/helm/kmodd" kmodd-system "$work/values.json" "$work/overrides.json" >"$work/helm.yaml" \
+# What deploy/overlays/example adds, as Helm values.
+cat >"$work/overrides-example.json" <<EOF
+{"moduleNamespaces": ["net-drivers", "intel-gpu"],
+ "networkPolicy": {"enabled": true, "nodeCIDRs": ["10.0.0.0/16"]}}
+EOF
+"$work/helmrender" "$src/deploy/helm/kmodd" kmodd-system "$work/values.json" "$work/overrides.json" >"$work/helm-base.yaml" \
   || fail "the chart does not render"
-$py - "$work/all.yaml" "$work/helm.yaml" "$src/deploy/helm/kmodd/crds/kmm.sigs.x-k8s.io_modules.yaml" <<'EOF'
+"$work/helmrender" "$src/deploy/helm/kmodd" kmodd-system "$work/values.json" "$work/overrides.json" \
+  "$work/overrides-example.json" >"$work/helm.yaml" || fail "the chart does not render with the example's values"
+echo '{"networkPolicy": {"enabled": true}}' >"$work/overrides-bad.json"
+if out=$("$work/helmrender" "$src/deploy/helm/kmodd" kmodd-system "$work/values.json" "$work/overrides.json" \
+         "$work/overrides-bad.json" 2>&1); then
+  fail "the chart renders a NetworkPolicy without nodeCIDRs"
+fi
+grep -q 'networkPolicy.enabled needs networkPolicy.nodeCIDRs' <<<"$out" || fail "unexpected refusal: $out"
+same() {  # KUSTOMIZE.yaml HELM.yaml WHAT
+  $py - "$1" "$2" "$src/deploy/helm/kmodd/crds/kmm.sigs.x-k8s.io_modules.yaml" "$3" <<'EOF'
 import json, sys, yaml
 key = lambda o: (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"])
 kust = {key(o): o for o in yaml.safe_load_all(open(sys.argv[1])) if o and o["kind"] != "Namespace"}
-helm = {key(o): o for p in sys.argv[2:] for o in yaml.safe_load_all(open(p)) if o}
+helm = {key(o): o for p in sys.argv[2:4] for o in yaml.safe_load_all(open(p)) if o}
 for k in sorted(set(kust) | set(helm)):
     if kust.get(k) != helm.get(k):
         sys.exit(f"Helm and kustomize differ on {k}:\n{json.dumps(helm.get(k))}\n{json.dumps(kust.get(k))}")
-print(f"Helm chart and kustomize base agree ({len(helm)} objects; the Namespace is Helm's --create-namespace)")
+print(f"{sys.argv[4]} agree ({len(helm)} objects; the Namespace is Helm's --create-namespace)")
 EOF
+}
+same "$work/base.yaml" "$work/helm-base.yaml" "the Helm chart's defaults and the kustomize base"
+same "$work/all.yaml" "$work/helm.yaml" "the Helm chart with moduleNamespaces and networkPolicy, and deploy/overlays/example"
 grep -q "image: $KMODD_AGENT_IMAGE" "$work/all.yaml" || fail "agent image not set by digest"
 grep -q "image: $KMODD_CONTROLLER_IMAGE" "$work/all.yaml" || fail "controller image not set by digest"
 # The webhook configuration goes last: with failurePolicy Fail and no controller running
@@ -140,7 +165,16 @@ yaml.safe_dump_all(rest, open(sys.argv[2], "w"), sort_keys=False)
 yaml.safe_dump_all(hook, open(sys.argv[3], "w"), sort_keys=False)
 EOF
 
-step "install: every object accepted (strict field validation)"
+step "the examples' namespaces (the overlay's pull-secret Roles go there), then install: every object accepted (strict field validation)"
+: >"$work/examples.yaml"
+for f in "$src"/examples/modules/*.yaml; do echo '---' >>"$work/examples.yaml"; cat "$f" >>"$work/examples.yaml"; done
+$py - "$work/examples.yaml" "$work/namespaces.yaml" <<'EOF'
+import sys, yaml
+ns = sorted({o["metadata"].get("namespace", "default") for o in yaml.safe_load_all(open(sys.argv[1])) if o})
+yaml.safe_dump_all([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in ns],
+                   open(sys.argv[2], "w"))
+EOF
+$kube apply "$work/namespaces.yaml"
 $kube apply "$work/install.yaml"
 $kube exists "$work/install.yaml"
 
@@ -153,15 +187,6 @@ for _ in $(seq 50); do
 done || fail "CRD not Established"
 
 step "every example Module is accepted, with nothing pruned"
-: >"$work/examples.yaml"
-for f in "$src"/examples/modules/*.yaml; do echo '---' >>"$work/examples.yaml"; cat "$f" >>"$work/examples.yaml"; done
-$py - "$work/examples.yaml" "$work/namespaces.yaml" <<'EOF'
-import sys, yaml
-ns = sorted({o["metadata"].get("namespace", "default") for o in yaml.safe_load_all(open(sys.argv[1])) if o})
-yaml.safe_dump_all([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in ns],
-                   open(sys.argv[2], "w"))
-EOF
-$kube apply "$work/namespaces.yaml"
 $kube apply "$work/examples.yaml"
 $py - "$work/examples.yaml" <<EOF
 import json, subprocess, sys, yaml
@@ -253,6 +278,15 @@ check true "$ctrl" '{"verb":"patch","group":"kmm.sigs.x-k8s.io","resource":"modu
 check true "$ctrl" '{"verb":"patch","resource":"nodes","name":"worker-1"}'
 check true "$ctrl" '{"verb":"get","resource":"secrets","namespace":"net-drivers","name":"acme-pull-secret"}'
 check false "$ctrl" '{"verb":"list","resource":"secrets","namespace":"net-drivers"}'
+check true "$ctrl" '{"verb":"get","resource":"secrets","namespace":"intel-gpu","name":"intel-registry"}'
+check true "$ctrl" '{"verb":"get","resource":"secrets","namespace":"kmodd-system","name":"anything"}'
+# Secrets only where Modules are (the overlay's namespaces and its own), and no create.
+check false "$ctrl" '{"verb":"get","resource":"secrets","namespace":"kube-system","name":"anything"}'
+check false "$ctrl" '{"verb":"get","resource":"secrets","namespace":"storage","name":"anything"}'
+check false "$ctrl" '{"verb":"create","resource":"secrets","namespace":"kmodd-system"}'
+check false "$ctrl" '{"verb":"create","resource":"secrets","namespace":"net-drivers"}'
+check false "$ctrl" '{"verb":"create","resource":"configmaps","namespace":"kmodd-system"}'
+check true "$ctrl" '{"verb":"update","resource":"configmaps","namespace":"kmodd-system","name":"kmodd-ca"}'
 check false "$ctrl" '{"verb":"delete","group":"kmm.sigs.x-k8s.io","resource":"modules","namespace":"kmm-demo"}'
 check false "$ctrl" '{"verb":"update","group":"kmm.sigs.x-k8s.io","resource":"modules","namespace":"kmm-demo"}'
 check true "$ctrl" '{"verb":"create","group":"authentication.k8s.io","resource":"tokenreviews"}'
@@ -268,6 +302,74 @@ check false "$agent" '{"verb":"get","resource":"nodes","name":"worker-1"}'
 check false "$agent" '{"verb":"get","resource":"secrets","namespace":"kmodd-system","name":"kmodd-controller-tls"}'
 check false "$agent" '{"verb":"get","group":"kmm.sigs.x-k8s.io","resource":"modules","namespace":"kmm-demo"}'
 
+step "the controller's own token: Secrets only where Modules are, none created"
+# A real token of its service account (TokenRequest), not impersonation: what the API
+# server's authenticator, RBAC and the policy make of the controller's own credential.
+ctrl_token=$($kube request POST /api/v1/namespaces/kmodd-system/serviceaccounts/kmodd-controller/token \
+  '{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"expirationSeconds":600}}' \
+  | $py -c 'import json,sys; r=json.load(sys.stdin); assert r["code"] in (200, 201), r; print(r["body"]["status"]["token"])') \
+  || fail "no token for the controller's service account"
+expect() { # WANT-CODE DESCRIPTION METHOD PATH [BODY]: a request with the controller's token
+  r=$(KMODD_KUBE_TOKEN=$ctrl_token $kube request "$3" "$4" "${@:5}")
+  code=$(echo "$r" | $py -c 'import json,sys; print(json.load(sys.stdin)["code"])')
+  [ "$code" = "$1" ] || fail "$2: HTTP $code, expected $1: $r"
+  echo "  $code: $2"
+}
+whoami=$(KMODD_KUBE_TOKEN=$ctrl_token $kube request POST /apis/authentication.k8s.io/v1/selfsubjectreviews '{}')
+echo "$whoami" | grep -q '"username": "system:serviceaccount:kmodd-system:kmodd-controller"' \
+  || fail "the token is not the controller's: $whoami"
+# What an attacker holding the token would be after: others' Secrets, a token of its own.
+cat >"$work/secrets.yaml" <<'EOF'
+apiVersion: v1
+kind: Secret
+metadata: {name: cloud-credentials, namespace: kube-system}
+stringData: {key: hunter2}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: database, namespace: storage}
+stringData: {password: hunter2}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: acme-pull-secret, namespace: net-drivers}
+type: kubernetes.io/dockerconfigjson
+stringData: {.dockerconfigjson: '{"auths":{"registry.acme.example":{"auth":"dTpw"}}}'}
+EOF
+$kube apply "$work/secrets.yaml"
+expect 403 "read a Secret in kube-system (no Modules there)" GET /api/v1/namespaces/kube-system/secrets/cloud-credentials
+expect 403 "read a Secret in storage (Modules, but not given to it)" GET /api/v1/namespaces/storage/secrets/database
+expect 200 "read the pull secret in net-drivers (given to it)" GET /api/v1/namespaces/net-drivers/secrets/acme-pull-secret
+expect 403 "list the Secrets of net-drivers" GET /api/v1/namespaces/net-drivers/secrets
+expect 403 "create a Secret" POST /api/v1/namespaces/kmodd-system/secrets '{"metadata":{"name":"loot"},"stringData":{"a":"b"}}'
+expect 403 "create a token Secret for itself" POST /api/v1/namespaces/kmodd-system/secrets \
+  '{"metadata":{"name":"kmodd-controller-forever","annotations":{"kubernetes.io/service-account.name":"kmodd-controller"}},"type":"kubernetes.io/service-account-token"}'
+expect 403 "create a ConfigMap" POST /api/v1/namespaces/kmodd-system/configmaps '{"metadata":{"name":"x"}}'
+expect 200 "read its certificate's Secret, shipped empty" GET /api/v1/namespaces/kmodd-system/secrets/kmodd-controller-tls
+expect 200 "read its CA's ConfigMap, shipped empty" GET /api/v1/namespaces/kmodd-system/configmaps/kmodd-ca
+
+step "the admission policy: no owner reference and no finalizer anywhere the controller writes"
+# An owner reference to an object that does not exist: the garbage collector deletes what
+# carries it.
+owner='{"apiVersion":"v1","kind":"Namespace","name":"gone","uid":"00000000-0000-0000-0000-000000000001"}'
+edited() { # PATH PYTHON: the object at PATH as it is now (read with the controller's token), changed by PYTHON on o
+  KMODD_KUBE_TOKEN=$ctrl_token $kube get "$1" | $py -c "import json,sys; o=json.load(sys.stdin); $2; print(json.dumps(o))"
+}
+tls=/api/v1/namespaces/kmodd-system/secrets/kmodd-controller-tls
+ca=/api/v1/namespaces/kmodd-system/configmaps/kmodd-ca
+expect 200 "fill its Secret" PUT $tls "$(edited $tls "o['data']={'tls.crt':'Yw==','tls.key':'aw==','ca.crt':'Yw=='}")"
+expect 403 "give its Secret an owner" PUT $tls "$(edited $tls "o['metadata']['ownerReferences']=[$owner]")"
+expect 403 "give its Secret a finalizer" PUT $tls "$(edited $tls "o['metadata']['finalizers']=['example.com/hold']")"
+expect 200 "fill its ConfigMap" PUT $ca "$(edited $ca "o['data']={'ca.crt':'c'}")"
+expect 403 "give its ConfigMap an owner" PUT $ca "$(edited $ca "o['metadata']['ownerReferences']=[$owner]")"
+leases=/apis/coordination.k8s.io/v1/namespaces/kmodd-system/leases
+expect 403 "create its Lease with an owner" POST $leases "{\"metadata\":{\"name\":\"kmodd-controller\",\"ownerReferences\":[$owner]},\"spec\":{}}"
+expect 201 "create its Lease" POST $leases '{"metadata":{"name":"kmodd-controller"},"spec":{"holderIdentity":"test"}}'
+expect 403 "give its Lease a finalizer" PUT $leases/kmodd-controller "$(edited $leases/kmodd-controller "o['metadata']['finalizers']=['example.com/hold']")"
+event='"involvedObject":{"kind":"Node","name":"worker-1"},"reason":"ModuleLoaded","message":"m","type":"Normal","source":{"component":"kmm"}'
+expect 403 "create an Event with an owner" POST /api/v1/namespaces/default/events "{\"metadata\":{\"name\":\"kmodd-test.1\",\"ownerReferences\":[$owner]},$event}"
+expect 201 "create an Event" POST /api/v1/namespaces/default/events "{\"metadata\":{\"name\":\"kmodd-test.1\"},$event}"
+
 step "the admission policy confines the controller's Node and Module writes"
 cat >"$work/node.yaml" <<'EOF'
 apiVersion: v1
@@ -278,12 +380,6 @@ metadata:
 EOF
 $kube apply "$work/node.yaml"
 npath=/api/v1/nodes/worker-1
-expect() { # WANT-CODE DESCRIPTION METHOD PATH BODY
-  r=$($kube request "$3" "$4" "$5" --as "$ctrl")
-  code=$(echo "$r" | $py -c 'import json,sys; print(json.load(sys.stdin)["code"])')
-  [ "$code" = "$1" ] || fail "$2: HTTP $code, expected $1: $r"
-  echo "  $code: $2"
-}
 expect 200 "set the ready label" PATCH $npath '{"metadata":{"labels":{"kmm.node.kubernetes.io/kmm-demo.kmm-ci-a.ready":""}}}'
 expect 200 "remove it" PATCH $npath '{"metadata":{"labels":{"kmm.node.kubernetes.io/kmm-demo.kmm-ci-a.ready":null}}}'
 expect 403 "cordon the node" PATCH $npath '{"spec":{"unschedulable":true}}'
@@ -291,10 +387,27 @@ expect 403 "taint the node" PATCH $npath '{"spec":{"taints":[{"key":"x","effect"
 expect 403 "change another label" PATCH $npath '{"metadata":{"labels":{"team":"b"}}}'
 expect 403 "remove another label" PATCH $npath '{"metadata":{"labels":{"team":null}}}'
 expect 403 "annotate the node" PATCH $npath '{"metadata":{"annotations":{"x":"y"}}}'
+expect 403 "give the node an owner (the garbage collector would delete it)" PATCH $npath "{\"metadata\":{\"ownerReferences\":[$owner]}}"
+expect 403 "add a finalizer to the node" PATCH $npath '{"metadata":{"finalizers":["example.com/hold"]}}'
+$kube request PATCH $npath '{"metadata":{"finalizers":["example.com/hold"]}}' | grep -q '"code": 200' \
+  || fail "the admin could not add a finalizer to the node"
+expect 403 "remove the node's finalizer" PATCH $npath '{"metadata":{"finalizers":null}}'
+expect 200 "and the label patch still goes through" PATCH $npath '{"metadata":{"labels":{"kmm.node.kubernetes.io/kmm-demo.kmm-ci-a.ready":""}}}'
+$kube request PATCH $npath '{"metadata":{"finalizers":null}}' >/dev/null
 expect 200 "add its finalizer to a Module" PATCH "$mpath" '{"metadata":{"finalizers":["kmodd.io/unload"]}}'
 expect 403 "change a Module's spec" PATCH "$mpath" '{"spec":{"selector":{"a":"b"}}}'
 expect 200 "remove its finalizer" PATCH "$mpath" '{"metadata":{"finalizers":null}}'
+expect 403 "add another finalizer to a Module" PATCH "$mpath" '{"metadata":{"finalizers":["kmodd.io/unload","example.com/other"]}}'
+expect 403 "give a Module an owner" PATCH "$mpath" "{\"metadata\":{\"ownerReferences\":[$owner]}}"
+$kube request PATCH "$mpath" '{"metadata":{"finalizers":["example.com/other","kmodd.io/unload"]}}' | grep -q '"code": 200' \
+  || fail "the admin could not set a Module's finalizers"
+expect 200 "remove its finalizer beside another's" PATCH "$mpath" '{"metadata":{"finalizers":["example.com/other"]}}'
+expect 403 "remove another's finalizer" PATCH "$mpath" '{"metadata":{"finalizers":null}}'
+$kube request PATCH "$mpath" '{"metadata":{"finalizers":null}}' >/dev/null
 # An administrator is not confined.
+$kube delete "$work/secrets.yaml" >/dev/null
+$kube request DELETE $leases/kmodd-controller >/dev/null
+$kube request DELETE /api/v1/namespaces/default/events/kmodd-test.1 >/dev/null
 r=$($kube request PATCH $npath '{"spec":{"unschedulable":true}}')
 echo "$r" | grep -q '"code": 200' || fail "the admin could not cordon: $r"
 

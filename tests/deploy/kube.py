@@ -46,6 +46,7 @@ RESOURCES = {
     "Deployment": ("apis/apps/v1", "deployments", True),
     "DaemonSet": ("apis/apps/v1", "daemonsets", True),
     "PodDisruptionBudget": ("apis/policy/v1", "poddisruptionbudgets", True),
+    "NetworkPolicy": ("apis/networking.k8s.io/v1", "networkpolicies", True),
     "ValidatingWebhookConfiguration": ("apis/admissionregistration.k8s.io/v1", "validatingwebhookconfigurations", False),
     "ValidatingAdmissionPolicy": ("apis/admissionregistration.k8s.io/v1", "validatingadmissionpolicies", False),
     "ValidatingAdmissionPolicyBinding": ("apis/admissionregistration.k8s.io/v1", "validatingadmissionpolicybindings", False),

@@ -43,6 +43,19 @@ TEST_CASE("loadgen refuses incomplete or contradictory options") {
                   .ok());
   CHECK(ParseOptions({"--controller", "h:1", "--agents", "5", "--ca", "c", "--token-file", "t"})
             .ok());
+  // One token per agent, from a directory: with --ca, and with no other credential.
+  CHECK(ParseOptions({"--controller", "h:1", "--agents", "5", "--ca", "c", "--token-dir", "d"})
+            .ok());
+  CHECK_FALSE(ParseOptions({"--controller", "h:1", "--agents", "5", "--token-dir", "d"}).ok());
+  CHECK_FALSE(ParseOptions({"--controller", "h:1", "--agents", "5", "--ca", "c", "--token-dir",
+                            "d", "--token-file", "t"})
+                  .ok());
+  CHECK_FALSE(ParseOptions({"--controller", "h:1", "--agents", "5", "--ca", "c", "--cert", "c",
+                            "--key", "k", "--token-dir", "d"})
+                  .ok());
+  CHECK_FALSE(ParseOptions({"--controller", "h:1", "--agents", "5", "--insecure", "--token-dir",
+                            "d"})
+                  .ok());
   CHECK_FALSE(
       ParseOptions({"--controller", "h:1", "--agents", "5", "--insecure", "--wait-all-acked", "9"})
           .ok());

@@ -22,7 +22,8 @@ std::string BootId(std::mt19937_64& rng) {
 
 }  // namespace
 
-Fleet::Fleet(const Options& o, const std::shared_ptr<grpc::ChannelCredentials>& credentials) {
+Fleet::Fleet(const Options& o, const std::shared_ptr<grpc::ChannelCredentials>& credentials,
+             std::vector<std::string> tokens) {
   for (int c = 0; c < o.connections; ++c) {
     grpc::ChannelArguments args;
     // Channels with equal arguments share subchannels (and so one TCP connection); a
@@ -45,7 +46,8 @@ Fleet::Fleet(const Options& o, const std::shared_ptr<grpc::ChannelCredentials>& 
     node.set_lockdown("none");
     node.set_agent_version("kmodd-loadgen");
     node.set_os_image("kmodd-loadgen simulated node");
-    agents_.push_back(std::make_unique<SimAgent>(this, std::move(node)));
+    agents_.push_back(std::make_unique<SimAgent>(
+        this, std::move(node), i < static_cast<int>(tokens.size()) ? std::move(tokens[i]) : ""));
   }
 }
 

@@ -31,8 +31,10 @@ class SimAgent;
 
 class Fleet {
  public:
-  // The channels are made here; nothing connects before Start.
-  Fleet(const Options& options, const std::shared_ptr<grpc::ChannelCredentials>& credentials);
+  // The channels are made here; nothing connects before Start. `tokens`, when not empty,
+  // holds one bearer token per agent, shown on its stream alone.
+  Fleet(const Options& options, const std::shared_ptr<grpc::ChannelCredentials>& credentials,
+        std::vector<std::string> tokens = {});
   ~Fleet();
   Fleet(const Fleet&) = delete;
   Fleet& operator=(const Fleet&) = delete;

@@ -6,6 +6,8 @@
 #include <iostream>
 #include <sstream>
 
+#include <vector>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -41,31 +43,45 @@ int main(int argc, char** argv) {
   }
   const auto& o = *options;
   std::shared_ptr<grpc::ChannelCredentials> creds;
+  std::vector<std::string> tokens;  // --token-dir: one per agent
+  auto trimmed = [](std::string token) {
+    while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) {
+      token.pop_back();
+    }
+    return token;
+  };
   if (o.insecure) {
     creds = grpc::InsecureChannelCredentials();
   } else {
     grpc::SslCredentialsOptions ssl;
     std::string token;
     const bool by_token = !o.token_file.empty();
+    const bool by_dir = !o.token_dir.empty();
     if (!ReadFile(o.ca_file, ssl.pem_root_certs) ||
         (by_token ? !ReadFile(o.token_file, token)
+         : by_dir ? false
                   : !ReadFile(o.cert_file, ssl.pem_cert_chain) ||
                         !ReadFile(o.key_file, ssl.pem_private_key))) {
       std::cerr << "error: cannot read --ca, --cert, --key or --token-file\n";
       return 1;
     }
+    for (int i = 0; by_dir && i < o.agents; ++i) {
+      const std::string file = absl::StrCat(o.token_dir, "/", o.name_prefix, i);
+      if (!ReadFile(file, token)) {
+        std::cerr << "error: --token-dir: cannot read " << file << "\n";
+        return 1;
+      }
+      tokens.push_back(trimmed(token));
+    }
     creds = grpc::SslCredentials(ssl);
     if (by_token) {
-      while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) {
-        token.pop_back();
-      }
-      creds = grpc::CompositeChannelCredentials(creds, grpc::AccessTokenCredentials(token));
+      creds = grpc::CompositeChannelCredentials(creds, grpc::AccessTokenCredentials(trimmed(token)));
     }
   }
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
 
-  Fleet fleet(o, creds);
+  Fleet fleet(o, creds, std::move(tokens));
   const auto start = std::chrono::steady_clock::now();
   fleet.Start();
   const int n = fleet.agents();

@@ -7,7 +7,8 @@ namespace kmodd::loadgen {
 
 const char kUsage[] =
     "usage: kmodd-loadgen --controller HOST:PORT --agents N\n"
-    "                     (--insecure | --ca FILE (--cert FILE --key FILE | --token-file F))\n"
+    "                     (--insecure |\n"
+    "                      --ca FILE (--cert FILE --key FILE | --token-file F | --token-dir D))\n"
     "                     [--name-prefix sim-] [--label KEY=VALUE]... [--kernel RELEASE]\n"
     "                     [--connections C] [--until-version-count K]\n"
     "                     [--wait-all-acked SECONDS --since-file FILE] [--report FILE]\n"
@@ -20,7 +21,8 @@ const char kUsage[] =
     "agent has received K desired states. Otherwise runs until interrupted.\n"
     "--connections spreads the streams over C channels (default N/100, rounded up).\n"
     "--token-file: every stream shows this token (authorization: Bearer), as an agent\n"
-    "with a projected service-account token does.\n";
+    "with a projected service-account token does. --token-dir: each agent shows the token in\n"
+    "D/<its node name> (a controller in Kubernetes mode serves a token only as its node).\n";
 
 namespace {
 
@@ -68,6 +70,8 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
       o.key_file = v;
     } else if (a == "--token-file") {
       o.token_file = v;
+    } else if (a == "--token-dir") {
+      o.token_dir = v;
     } else if (a == "--name-prefix") {
       o.name_prefix = v;
     } else if (a == "--label") {
@@ -99,16 +103,18 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
     return absl::InvalidArgumentError("--controller and --agents are required");
   }
   const bool tls = !o.ca_file.empty() || !o.cert_file.empty() || !o.key_file.empty() ||
-                   !o.token_file.empty();
+                   !o.token_file.empty() || !o.token_dir.empty();
   if (o.insecure == tls) {
     return absl::InvalidArgumentError(
-        "give either --insecure or --ca with --cert and --key or with --token-file");
+        "give either --insecure or --ca with --cert and --key, --token-file or --token-dir");
   }
-  const bool by_cert = !o.cert_file.empty() && !o.key_file.empty() && o.token_file.empty();
-  const bool by_token = o.cert_file.empty() && o.key_file.empty() && !o.token_file.empty();
+  const bool any_cert = !o.cert_file.empty() || !o.key_file.empty();
+  const bool by_cert = !o.cert_file.empty() && !o.key_file.empty() && o.token_file.empty() &&
+                       o.token_dir.empty();
+  const bool by_token = !any_cert && (o.token_file.empty() != o.token_dir.empty());
   if (tls && (o.ca_file.empty() || (!by_cert && !by_token))) {
     return absl::InvalidArgumentError(
-        "--ca goes with either --cert and --key or --token-file");
+        "--ca goes with one of: --cert and --key, --token-file, --token-dir");
   }
   if (o.wait_all_acked_s > 0 && o.since_file.empty()) {
     return absl::InvalidArgumentError("--wait-all-acked needs --since-file");

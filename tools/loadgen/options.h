@@ -19,6 +19,7 @@ struct Options {
   std::string cert_file;
   std::string key_file;
   std::string token_file;  // with --ca and no --cert/--key: a Kubernetes bearer token
+  std::string token_dir;   // the same, one per agent: the file named as its node
   std::string name_prefix = "sim-";
   std::map<std::string, std::string> labels;
   std::string kernel = "6.1.0-57-cloud-amd64";

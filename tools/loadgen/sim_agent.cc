@@ -48,6 +48,9 @@ v1::NodeReport LoadedReport(const v1::NodeDesired& d, int64_t now) {
 }  // namespace
 
 void SimAgent::Start(v1::Controller::Stub* stub) {
+  if (!token_.empty()) {
+    ctx_.set_credentials(grpc::AccessTokenCredentials(token_));
+  }
   stub->async()->Sync(&ctx_, this);
   v1::NodeReport hello;
   *hello.mutable_node() = node_;

@@ -16,7 +16,9 @@ namespace kmodd::loadgen {
 
 class SimAgent final : public grpc::ClientBidiReactor<v1::NodeReport, v1::NodeDesired> {
  public:
-  SimAgent(Fleet* fleet, v1::NodeInfo node) : fleet_(fleet), node_(std::move(node)) {}
+  // `token`: a bearer token for this stream alone ("" for none).
+  SimAgent(Fleet* fleet, v1::NodeInfo node, std::string token = "")
+      : fleet_(fleet), node_(std::move(node)), token_(std::move(token)) {}
 
   void Start(v1::Controller::Stub* stub);
   void Cancel() { ctx_.TryCancel(); }
@@ -40,6 +42,7 @@ class SimAgent final : public grpc::ClientBidiReactor<v1::NodeReport, v1::NodeDe
 
   Fleet* fleet_;
   const v1::NodeInfo node_;
+  const std::string token_;
   grpc::ClientContext ctx_;
   v1::NodeDesired in_;
 

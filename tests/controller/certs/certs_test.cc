@@ -193,5 +193,61 @@ TEST_CASE("the certificate manager stores its pair once, reuses it, and publishe
   CHECK(*b4 == *b3);
 }
 
+TEST_CASE("the certificate manager fills the empty Secret and ConfigMap deploy/ ships, creating nothing") {
+  kube::FakeKubeClient client;
+  kube::FakeClock clock(kNow);
+  Logger log(stderr, LogLevel::kError);
+  // deploy/base/certificates.yaml
+  auto secret = ParseJson(R"({"apiVersion":"v1","kind":"Secret","type":"kubernetes.io/tls",
+      "metadata":{"name":"kmodd-controller-tls","namespace":"ns"},
+      "data":{"tls.crt":"","tls.key":""}})");
+  auto cm = ParseJson(R"({"apiVersion":"v1","kind":"ConfigMap",
+      "metadata":{"name":"kmodd-ca","namespace":"ns"}})");
+  REQUIRE(secret.ok());
+  REQUIRE(cm.ok());
+  REQUIRE(client.Create(kube::ResourcePath("v1", "secrets", "ns"), *secret).ok());
+  REQUIRE(client.Create(kube::ResourcePath("v1", "configmaps", "ns"), *cm).ok());
+  const size_t before = client.calls().size();
+
+  CertManager m(client, {"ns", {}, {}}, clock, log);
+  auto b1 = m.Ensure();
+  REQUIRE(b1.ok());
+  REQUIRE(m.Publish(b1->ca_pem).ok());
+  const std::vector<std::string> calls = client.calls();
+  for (size_t i = before; i < calls.size(); ++i) {
+    CHECK(calls[i].rfind("POST ", 0) != 0);  // RBAC grants no create on either
+  }
+  auto stored = client.Get(kube::ResourcePath("v1", "secrets", "ns", kSecretName));
+  REQUIRE(stored.ok());
+  CHECK(StringAt(*stored, {"type"}) == "kubernetes.io/tls");
+  auto published = client.Get(kube::ResourcePath("v1", "configmaps", "ns", kCaConfigMapName));
+  REQUIRE(published.ok());
+  CHECK(StringAt(*published, {"data", "ca.crt"}) == b1->ca_pem);
+
+  // The file applied again empties the serving pair: a new one from the same CA.
+  REQUIRE(client.MergePatch(kube::ResourcePath("v1", "secrets", "ns", kSecretName),
+                            *ParseJson(R"({"data":{"tls.crt":"","tls.key":""}})"))
+              .ok());
+  auto b2 = m.Ensure();
+  REQUIRE(b2.ok());
+  CHECK(b2->ca_pem == b1->ca_pem);
+  CHECK(b2->cert_pem != b1->cert_pem);
+}
+
+TEST_CASE("without the Secret and with no right to create it, the controller says to apply deploy/") {
+  kube::FakeKubeClient client;
+  kube::FakeClock clock(kNow);
+  Logger log(stderr, LogLevel::kError);
+  CertManager m(client, {"ns", {}, {}}, clock, log);
+  client.FailNext(absl::NotFoundError("secrets \"kmodd-controller-tls\" not found"));
+  client.FailNext(absl::PermissionDeniedError("403 Forbidden"));
+  absl::StatusOr<Bundle> b = m.Ensure();
+  REQUIRE_FALSE(b.ok());
+  CHECK(absl::IsFailedPrecondition(b.status()));
+  CHECK(b.status().message() ==
+        "Secret ns/kmodd-controller-tls does not exist and the controller may not create "
+        "Secrets (403 Forbidden): apply deploy/, which ships it empty");
+}
+
 }  // namespace
 }  // namespace kmodd::certs

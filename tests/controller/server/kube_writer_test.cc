@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "controller/kube/clock.h"
 #include "controller/kube/events.h"
@@ -371,6 +372,74 @@ TEST_CASE("Kubernetes mode: after a restart a rejected Module with the finalizer
   REQUIRE(api.MergePatch(modules + "/old", ModuleObject("old", "(")).ok());
   REQUIRE(Eventually([&] { return AcceptedMessage(hub, "old").find("stays in force") != std::string::npos; }));
   CHECK(w1.Pushes().size() == 1);
+  source.Stop();
+  std::fclose(devnull);
+}
+
+TEST_CASE("Kubernetes mode: a pull Secret nodes could not use is reported on its Module and sent to none") {
+  std::FILE* devnull = std::fopen("/dev/null", "w");
+  kmodd::Logger log(devnull);
+  kmodd::kube::FakeKubeClient api;
+  const std::string modules = kmodd::kube::ResourcePath("kmm.sigs.x-k8s.io/v1beta1", "modules", "ns");
+  const std::string secrets = kmodd::kube::ResourcePath("v1", "secrets", "ns");
+  auto secret = [](const std::string& name, const std::string& type, const std::string& json) {
+    auto s = kmodd::ParseJson(absl::StrCat(R"({"metadata":{"name":")", name, R"(","namespace":"ns"},)",
+                                           R"("type":")", type, R"(","data":{".dockerconfigjson":")",
+                                           absl::Base64Escape(json), "\"}}"));
+    REQUIRE(s.ok());
+    return *s;
+  };
+  // kubectl create secret docker-registry's shape; one the API server takes (it checks only
+  // that the content is JSON) whose entry no node can read; the right content, wrong type.
+  REQUIRE(api.Create(secrets, secret("good", "kubernetes.io/dockerconfigjson",
+                                     R"({"auths":{"r":{"auth":"dTpw"}}})"))
+              .ok());
+  REQUIRE(api.Create(secrets, secret("bad", "kubernetes.io/dockerconfigjson",
+                                     R"({"auths":{"r":"dTpw"}})"))
+              .ok());
+  REQUIRE(api.Create(secrets, secret("opaque", "Opaque", R"({"auths":{"r":{"auth":"dTpw"}}})"))
+              .ok());
+  CreateWorker(api, "w1");
+  for (const char* name : {"good", "bad", "opaque"}) {
+    Value m = ModuleObject(absl::StrCat("m-", name), "^6\\\\.1\\\\.");
+    Value spec = *kmodd::Lookup(m, {"spec"});
+    Value ref = Value::EmptyMap();
+    ref.Set("name", name);
+    REQUIRE(api.Create(modules, kmodd::With(m, "spec", kmodd::With(spec, "imageRepoSecret", ref))).ok());
+  }
+  kmodd::server::HubOptions options{"run", std::chrono::minutes(10)};
+  options.nodes_from_api = true;
+  kmodd::server::Hub hub(options, [] { return int64_t{1'700'000'000'000}; }, log);
+  kmodd::source::KubeSource source(api, hub, log);
+  source.Start();
+  REQUIRE(Eventually([&] { return source.Synced(); }));
+
+  LockedStream w1;
+  Connect(hub, w1, "w1", {});
+  REQUIRE(w1.Pushes() == std::vector<std::string>{"m-bad,m-good,m-opaque"});
+  std::vector<std::string> sent;
+  {
+    std::lock_guard lock(w1.mu);
+    for (const auto& [key, config] : w1.pushed.front()->pull_secrets()) {
+      sent.push_back(key);
+    }
+  }
+  CHECK(sent == std::vector<std::string>{"ns/good"});
+  auto condition = [&](const std::string& module) {
+    for (const auto& m : hub.Status().modules) {
+      for (const auto& c : m.conditions) {
+        if (m.name == module && c.type == "PullSecretResolved") {
+          return absl::StrCat(c.status, " ", c.reason, ": ", c.message);
+        }
+      }
+    }
+    return std::string();
+  };
+  CHECK(condition("m-good").rfind("True Found", 0) == 0);
+  CHECK(condition("m-bad").rfind(R"(False InvalidContent: Secret ns/bad: data[".dockerconfigjson"]: )"
+                                 R"(auths["r"]: expected an object, got a string)",
+                                 0) == 0);
+  CHECK(condition("m-opaque").rfind("False WrongType: Secret ns/opaque is of type Opaque", 0) == 0);
   source.Stop();
   std::fclose(devnull);
 }

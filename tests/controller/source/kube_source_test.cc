@@ -46,12 +46,14 @@ TEST_CASE("a Module list item (no kind) decodes; an invalid one is refused namin
 
 TEST_CASE("a pull secret's .dockerconfigjson is decoded; another type is refused") {
   auto s = kmodd::ParseJson(
-      R"({"metadata":{"name":"pull","namespace":"ns"},"data":{".dockerconfigjson":"eyJhdXRocyI6e319"}})");
+      R"({"metadata":{"name":"pull","namespace":"ns"},"type":"kubernetes.io/dockerconfigjson",)"
+      R"("data":{".dockerconfigjson":"eyJhdXRocyI6e319"}})");
   REQUIRE(s.ok());
   auto c = kmodd::source::DockerConfigFromSecret(*s);
   REQUIRE(c.ok());
   CHECK(*c == R"({"auths":{}})");
-  auto opaque = kmodd::ParseJson(R"({"metadata":{"name":"x","namespace":"ns"},"data":{"k":"dg=="}})");
+  auto opaque = kmodd::ParseJson(
+      R"({"metadata":{"name":"x","namespace":"ns"},"type":"Opaque","data":{"k":"dg=="}})");
   REQUIRE(opaque.ok());
   CHECK(absl::IsFailedPrecondition(kmodd::source::DockerConfigFromSecret(*opaque).status()));
 }
@@ -86,14 +88,20 @@ TEST_CASE("a pull Secret look-up failure says what to do, or nothing when it is 
                               "namespace ns (kubectl create secret docker-registry pull -n ns") ==
         0);
   auto opaque = PullSecretProblem(
-      "ns/pull", absl::FailedPreconditionError("Secret ns/pull has no .dockerconfigjson"));
+      "ns/pull", absl::FailedPreconditionError("Secret ns/pull is of type Opaque, not ..."));
   REQUIRE(opaque);
   CHECK(opaque->reason == "WrongType");
-  CHECK(opaque->message.find("Secret ns/pull has no .dockerconfigjson: make it a "
-                             "kubernetes.io/dockerconfigjson Secret") == 0);
+  CHECK(opaque->message.find("Secret ns/pull is of type Opaque, not ...: kmodd takes only "
+                             "kubernetes.io/dockerconfigjson Secrets: recreate it with kubectl "
+                             "create secret docker-registry pull -n ns") == 0);
+  auto invalid = PullSecretProblem(
+      "ns/pull", absl::InvalidArgumentError("Secret ns/pull: data: auths: expected an object"));
+  REQUIRE(invalid);
+  CHECK(invalid->reason == "InvalidContent");
+  CHECK(invalid->message.find("nodes could not use it and are not sent it") != std::string::npos);
   auto forbidden = PullSecretProblem("ns/pull", absl::PermissionDeniedError("403 Forbidden"));
   REQUIRE(forbidden);
   CHECK(forbidden->reason == "Forbidden");
-  CHECK(forbidden->message.find("ClusterRole kmodd-controller") != std::string::npos);
+  CHECK(forbidden->message.find("add ns to the Helm value moduleNamespaces") != std::string::npos);
   CHECK_FALSE(PullSecretProblem("ns/pull", absl::UnavailableError("connection refused")));
 }

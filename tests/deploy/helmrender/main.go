@@ -1,17 +1,18 @@
 // helmrender renders a Helm chart's templates the way `helm template` does, for the deploy
 // test on machines without helm (Debian does not package it). Helm's engine is Go's
 // text/template with extra functions; this implements only the ones deploy/helm/kmodd
-// uses: include, required, default, toYaml, nindent, indent, quote. The chart must stay
+// uses: include, required, default, toYaml, nindent, indent, quote, dict, fail. The chart must stay
 // within them (the test fails on any other function: text/template refuses unknown ones).
 // toYaml emits JSON, which is YAML.
 //
-// usage: helmrender CHART_DIR NAMESPACE VALUES_JSON_OVERRIDES
-// Values are values.yaml as JSON (the caller converts it) merged with the overrides.
+// usage: helmrender CHART_DIR NAMESPACE VALUES.json OVERRIDES.json...
+// Values are values.yaml as JSON (the caller converts it) merged with each override in turn.
 package main
 
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -33,8 +34,8 @@ func merge(dst, src map[string]any) {
 }
 
 func main() {
-	if len(os.Args) != 5 {
-		fmt.Fprintln(os.Stderr, "usage: helmrender CHART_DIR NAMESPACE VALUES.json OVERRIDES.json")
+	if len(os.Args) < 5 {
+		fmt.Fprintln(os.Stderr, "usage: helmrender CHART_DIR NAMESPACE VALUES.json OVERRIDES.json...")
 		os.Exit(2)
 	}
 	chart, ns := os.Args[1], os.Args[2]
@@ -82,6 +83,19 @@ func main() {
 			return "\n" + pad + strings.ReplaceAll(s, "\n", "\n"+pad)
 		},
 		"quote": func(v any) string { return fmt.Sprintf("%q", fmt.Sprint(v)) },
+		// dict "k1" v1 "k2" v2: a map, as sprig's.
+		"dict": func(kv ...any) (map[string]any, error) {
+			if len(kv)%2 != 0 {
+				return nil, errors.New("dict wants key and value pairs")
+			}
+			m := map[string]any{}
+			for i := 0; i < len(kv); i += 2 {
+				m[fmt.Sprint(kv[i])] = kv[i+1]
+			}
+			return m, nil
+		},
+		// fail "message": the render fails with the message, as Helm's.
+		"fail": func(msg string) (string, error) { return "", errors.New(msg) },
 	}
 	root.Funcs(funcs)
 	files, _ := filepath.Glob(filepath.Join(chart, "templates", "*"))
