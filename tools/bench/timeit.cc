@@ -8,6 +8,8 @@
 //   command's status. The span covers fork, exec and the whole command: what a caller
 //   pays. COMMAND is looked up in PATH.
 //   timeit --now prints the current CLOCK_MONOTONIC time in microseconds.
+//   timeit --clocks prints "MONOTONIC_US REALTIME_US", read back to back: the offset that
+//   puts a wall-clock time (a daemon's log or status timestamp) on CLOCK_MONOTONIC.
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,9 +21,9 @@
 
 namespace {
 
-long long NowMicros() {
+long long NowMicros(clockid_t clock = CLOCK_MONOTONIC) {
   timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(clock, &ts);
   return static_cast<long long>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
 }
 
@@ -34,6 +36,12 @@ int main(int argc, char** argv) {
     std::printf("%lld\n", NowMicros());
     return 0;
   }
+  if (i < argc && std::strcmp(argv[i], "--clocks") == 0) {
+    const long long mono = NowMicros();
+    const long long real = NowMicros(CLOCK_REALTIME);
+    std::printf("%lld %lld\n", mono, real);
+    return 0;
+  }
   if (i + 1 < argc && std::strcmp(argv[i], "-o") == 0) {
     out_path = argv[i + 1];
     i += 2;
@@ -42,7 +50,7 @@ int main(int argc, char** argv) {
     ++i;
   }
   if (i >= argc) {
-    std::fprintf(stderr, "usage: timeit [-o FILE] [--] COMMAND [ARG]...\n       timeit --now\n");
+    std::fprintf(stderr, "usage: timeit [-o FILE] [--] COMMAND [ARG]...\n       timeit --now\n       timeit --clocks\n");
     return 2;
   }
   const long long start = NowMicros();
