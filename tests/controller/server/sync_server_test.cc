@@ -431,6 +431,17 @@ TEST_CASE("sync over mTLS: a node flooding 200,000 module entries is refused, ot
       ++streams_ended;
     }
   });
+  // Stopped and joined however the test ends (a failed REQUIRE throws).
+  struct Joiner {
+    std::atomic<bool>& stop;
+    std::thread& t;
+    ~Joiner() {
+      stop = true;
+      if (t.joinable()) {
+        t.join();
+      }
+    }
+  } joiner{stop, flooder};
   auto wait_for_ends = [&](int n) {
     for (int i = 0; i < 600 && streams_ended.load() < n; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
