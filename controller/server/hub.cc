@@ -99,6 +99,27 @@ void Hub::SetNodeLocked(Entry& e, api::Node node) {
   }
 }
 
+void Hub::UpdateInheritedLocked(const source::SourceUpdate& update) {
+  finalized_ = update.finalized;
+  if (active_) {
+    // Planned by this run before it had the finalizer: the writer puts ours on it, and
+    // this run knows every node it sends it to.
+    for (const auto& c : update.changes) {
+      for (const auto& m : c.set) {
+        if (finalized_.count(m.Key()) == 0) {
+          ours_.insert(m.Key());
+        }
+      }
+    }
+  }
+  for (auto it = ours_.begin(); it != ours_.end();) {
+    it = modules_.count(*it) == 0 && finalized_.count(*it) == 0 ? ours_.erase(it) : std::next(it);
+  }
+  inherited_ = held_;
+  std::set_difference(finalized_.begin(), finalized_.end(), ours_.begin(), ours_.end(),
+                      std::inserter(inherited_, inherited_.end()));
+}
+
 void Hub::ApplySource(const source::SourceUpdate& update) {
   std::lock_guard lock(mu_);
   std::vector<std::string> changed;
@@ -119,24 +140,7 @@ void Hub::ApplySource(const source::SourceUpdate& update) {
   changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
   errors_ = update.errors;
   held_ = update.held;
-  finalized_ = update.finalized;
-  if (active_) {
-    // Planned by this run before it had the finalizer: the writer puts ours on it, and
-    // this run knows every node it sends it to.
-    for (const auto& c : update.changes) {
-      for (const auto& m : c.set) {
-        if (finalized_.count(m.Key()) == 0) {
-          ours_.insert(m.Key());
-        }
-      }
-    }
-  }
-  for (auto it = ours_.begin(); it != ours_.end();) {
-    it = modules_.count(*it) == 0 && finalized_.count(*it) == 0 ? ours_.erase(it) : std::next(it);
-  }
-  inherited_ = held_;
-  std::set_difference(finalized_.begin(), finalized_.end(), ours_.begin(), ours_.end(),
-                      std::inserter(inherited_, inherited_.end()));
+  UpdateInheritedLocked(update);
   if (!source_seen_) {
     source_seen_ = true;
     // What nodes reported while nothing could be checked, checked now: before any push,
@@ -145,7 +149,7 @@ void Hub::ApplySource(const source::SourceUpdate& update) {
       if (e.unfiltered) {
         std::vector<ReportedModule> modules = *std::move(e.unfiltered);
         e.unfiltered.reset();
-        TakeModulesLocked(name, e, std::move(modules), 0, "");
+        (void)TakeModulesLocked(name, e, std::move(modules), 0, "");
       }
     }
   }
@@ -231,6 +235,7 @@ absl::Status Hub::Report(AgentStream* stream, const v1::NodeReport& report) {
   if (checked.ok() && report.has_node() && !options_.nodes_from_api) {
     node = NodeFromInfo(report.node(), limits);
   }
+  std::vector<ReportedModule> replaced;  // freed after the lock is released
 
   std::lock_guard lock(mu_);
   auto s = streams_.find(stream);
@@ -274,7 +279,8 @@ absl::Status Hub::Report(AgentStream* stream, const v1::NodeReport& report) {
   // Every report, ACKs included, carries the agent's full observed state.
   const size_t left_out = checked->bad_names + checked->repeated;
   if (source_seen_) {
-    TakeModulesLocked(name, e, std::move(checked->modules), left_out, checked->first_bad_name);
+    replaced = TakeModulesLocked(name, e, std::move(checked->modules), left_out,
+                                 checked->first_bad_name);
   } else {
     e.unfiltered = std::move(checked->modules);
     e.record.ignored_modules += left_out;
@@ -291,9 +297,9 @@ absl::Status Hub::Report(AgentStream* stream, const v1::NodeReport& report) {
   return absl::OkStatus();
 }
 
-void Hub::TakeModulesLocked(const std::string& name, Entry& e,
-                            std::vector<ReportedModule> modules, size_t ignored,
-                            const std::string& example) {
+std::vector<ReportedModule> Hub::TakeModulesLocked(const std::string& name, Entry& e,
+                                                   std::vector<ReportedModule> modules,
+                                                   size_t ignored, const std::string& example) {
   ReportScope scope;
   scope.sent = &e.sent_keys;
   scope.last = &e.record.modules;
@@ -315,15 +321,15 @@ void Hub::TakeModulesLocked(const std::string& name, Entry& e,
     log_.Debug("module phase", {{"node", name}, {"module", std::string(c.key)},
                                 {"phase", std::string(c.phase)}});
   }
-  e.record.modules = std::move(f.accepted);
+  std::vector<ReportedModule> replaced = std::exchange(e.record.modules, std::move(f.accepted));
   ignored += f.ignored;
   if (ignored == 0) {
-    return;
+    return replaced;
   }
   e.record.ignored_modules += ignored;
   e.unlogged += ignored;
   if (!MayLogLocked(e)) {
-    return;
+    return replaced;
   }
   std::vector<std::string> examples = std::move(f.examples);
   if (!example.empty()) {
@@ -337,6 +343,7 @@ void Hub::TakeModulesLocked(const std::string& name, Entry& e,
              {"examples", absl::StrJoin(examples, ", ")}});
   e.unlogged = 0;
   e.logged_this_stream = true;
+  return replaced;
 }
 
 bool Hub::MayLogLocked(Entry& e) {

@@ -152,10 +152,14 @@ class Hub {
   bool HeldLocked(const Entry& e) const;
   // Pushes to every node that may be sent a desired state it has not been sent; how many.
   size_t PushOwedLocked();
-  // Takes a node's checked report: keeps what concerns it, logs phase changes.
-  // `ignored` entries were already left out (bad names, repeats).
-  void TakeModulesLocked(const std::string& name, Entry& e, std::vector<ReportedModule> modules,
-                         size_t ignored, const std::string& example);
+  // Takes a node's checked report: keeps what concerns it, logs phase changes; returns the
+  // list it replaced (for the caller to free after unlocking). `ignored` entries were
+  // already left out (bad names, repeats).
+  std::vector<ReportedModule> TakeModulesLocked(const std::string& name, Entry& e,
+                                                std::vector<ReportedModule> modules,
+                                                size_t ignored, const std::string& example);
+  // Takes the source's finalized Modules; sets ours_ and inherited_.
+  void UpdateInheritedLocked(const source::SourceUpdate& update);
   // Whether a log about this node's reports may be written now (see log_every); when true,
   // the caller logs and the node's log clock restarts.
   bool MayLogLocked(Entry& e);
