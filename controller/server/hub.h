@@ -65,7 +65,7 @@ struct HubOptions {
   // not list is sent nothing (its agent keeps what it runs).
   bool nodes_from_api = false;
   // What one report may carry (wire.h).
-  ReportLimits limits;
+  ReportLimits limits = {};
   // Ignored entries and refused reports are logged once per stream, and for one node at
   // most once a minute, and again within a stream at most this often (with the count).
   std::chrono::milliseconds log_every = std::chrono::minutes(10);
