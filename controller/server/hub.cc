@@ -1,12 +1,23 @@
 #include "controller/server/hub.h"
 
 #include <algorithm>
+#include <iterator>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "controller/server/report_filter.h"
 #include "controller/server/wire.h"
 
 namespace kmodd::server {
+
+namespace {
+
+// A node reconnecting in a loop logs at most this often.
+constexpr int64_t kMinLogGapMs = 60'000;
+
+}  // namespace
 
 Hub::Hub(HubOptions options, Clock now_ms, Logger& log)
     : options_(std::move(options)), now_ms_(std::move(now_ms)), log_(log) {}
@@ -36,6 +47,9 @@ void Hub::PushLocked(const std::string& name, Entry& e) {
           (*d->mutable_pull_secrets())[key] = it->second;
         }
       }
+    }
+    for (const auto& m : d->modules()) {
+      e.sent_keys.insert(absl::StrCat(m.namespace_(), "/", m.name()));
     }
     e.desired = std::move(d);
     e.stale = false;
@@ -85,6 +99,27 @@ void Hub::SetNodeLocked(Entry& e, api::Node node) {
   }
 }
 
+void Hub::UpdateInheritedLocked(const source::SourceUpdate& update) {
+  finalized_ = update.finalized;
+  if (active_) {
+    // Planned by this run before it had the finalizer: the writer puts ours on it, and
+    // this run knows every node it sends it to.
+    for (const auto& c : update.changes) {
+      for (const auto& m : c.set) {
+        if (finalized_.count(m.Key()) == 0) {
+          ours_.insert(m.Key());
+        }
+      }
+    }
+  }
+  for (auto it = ours_.begin(); it != ours_.end();) {
+    it = modules_.count(*it) == 0 && finalized_.count(*it) == 0 ? ours_.erase(it) : std::next(it);
+  }
+  inherited_ = held_;
+  std::set_difference(finalized_.begin(), finalized_.end(), ours_.begin(), ours_.end(),
+                      std::inserter(inherited_, inherited_.end()));
+}
+
 void Hub::ApplySource(const source::SourceUpdate& update) {
   std::lock_guard lock(mu_);
   std::vector<std::string> changed;
@@ -105,6 +140,19 @@ void Hub::ApplySource(const source::SourceUpdate& update) {
   changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
   errors_ = update.errors;
   held_ = update.held;
+  UpdateInheritedLocked(update);
+  if (!source_seen_) {
+    source_seen_ = true;
+    // What nodes reported while nothing could be checked, checked now: before any push,
+    // since whether a node is held depends on what it runs.
+    for (auto& [name, e] : nodes_) {
+      if (e.unfiltered) {
+        std::vector<ReportedModule> modules = *std::move(e.unfiltered);
+        e.unfiltered.reset();
+        (void)TakeModulesLocked(name, e, std::move(modules), 0, "");
+      }
+    }
+  }
   if (!serving_ && (errors_.empty() || !update.errors_hold_all)) {
     serving_ = true;
   } else if (!serving_) {
@@ -126,6 +174,13 @@ absl::Status Hub::Hello(AgentStream* stream, const v1::NodeInfo& info) {
     return absl::InvalidArgumentError(
         "the first report of a stream must carry node.name (the hello)");
   }
+  if (absl::Status st = CheckNodeInfo(info, options_.limits); !st.ok()) {
+    return st;
+  }
+  std::optional<api::Node> node;
+  if (!options_.nodes_from_api) {
+    node = NodeFromInfo(info, options_.limits);  // a map of up to max_labels: not under mu_
+  }
   std::lock_guard lock(mu_);
   if (!active_) {
     return absl::UnavailableError(
@@ -141,15 +196,17 @@ absl::Status Hub::Hello(AgentStream* stream, const v1::NodeInfo& info) {
   e.stream = stream;
   e.sent = false;
   e.reported = false;
+  e.logged_this_stream = false;
   streams_[stream] = name;
   e.record.name = name;
   e.record.connected = true;
   e.record.since_unix_ms = now_ms_();
-  e.record.kernel_release = info.kernel_release();
-  e.record.boot_id = info.boot_id();
-  e.record.agent_version = info.agent_version();
-  if (!options_.nodes_from_api) {
-    SetNodeLocked(e, NodeFromInfo(info));
+  e.record.kernel_release = Truncated(info.kernel_release(), options_.limits.max_text);
+  e.record.boot_id = Truncated(info.boot_id(), options_.limits.max_text);
+  e.record.agent_version = Truncated(info.agent_version(), options_.limits.max_text);
+  e.record.ignored_modules = 0;
+  if (node) {
+    SetNodeLocked(e, *std::move(node));
   } else if (!e.from_api) {
     log_.Warn("agent connected for a node the API does not list; it is sent nothing",
               {{"node", name}});
@@ -166,6 +223,20 @@ absl::Status Hub::Hello(AgentStream* stream, const v1::NodeInfo& info) {
 }
 
 absl::Status Hub::Report(AgentStream* stream, const v1::NodeReport& report) {
+  const ReportLimits& limits = options_.limits;
+  // Outside the lock: the checks, conversions and the sort, whose cost grows with the
+  // report. Nothing here reads the hub's state.
+  absl::Status refused = report.has_node() ? CheckNodeInfo(report.node(), limits)
+                                           : absl::OkStatus();
+  absl::StatusOr<ReportedModules> checked =
+      refused.ok() ? ReportedFromProto(report.modules(), limits)
+                   : absl::StatusOr<ReportedModules>(refused);
+  std::optional<api::Node> node;
+  if (checked.ok() && report.has_node() && !options_.nodes_from_api) {
+    node = NodeFromInfo(report.node(), limits);
+  }
+  std::vector<ReportedModule> replaced;  // freed after the lock is released
+
   std::lock_guard lock(mu_);
   auto s = streams_.find(stream);
   if (s == streams_.end()) {
@@ -173,49 +244,50 @@ absl::Status Hub::Report(AgentStream* stream, const v1::NodeReport& report) {
   }
   const std::string& name = s->second;
   Entry& e = nodes_.at(name);
-  if (report.has_node()) {
-    if (report.node().name() != name) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "this stream is node ", name, "'s; it cannot report as ", report.node().name()));
+  if (report.has_node() && report.node().name() != name) {
+    return absl::PermissionDeniedError(absl::StrCat("this stream is node ", name,
+                                                    "'s; it cannot report as ",
+                                                    Truncated(report.node().name(), 253)));
+  }
+  if (!checked.ok()) {
+    if (MayLogLocked(e)) {
+      log_.Warn("agent report refused: over the limits of one report; its stream ends",
+                {{"node", name}, {"error", std::string(checked.status().message())}});
     }
-    e.record.kernel_release = report.node().kernel_release();
-    e.record.boot_id = report.node().boot_id();
-    e.record.agent_version = report.node().agent_version();
-    if (!options_.nodes_from_api) {
-      SetNodeLocked(e, NodeFromInfo(report.node()));
+    return checked.status();
+  }
+  if (report.has_node()) {
+    e.record.kernel_release = Truncated(report.node().kernel_release(), limits.max_text);
+    e.record.boot_id = Truncated(report.node().boot_id(), limits.max_text);
+    e.record.agent_version = Truncated(report.node().agent_version(), limits.max_text);
+    if (node) {
+      SetNodeLocked(e, *std::move(node));
     }
   }
   if (report.has_ack()) {
     const v1::Ack& ack = report.ack();
     if (ack.accepted()) {
-      e.record.acked_version = ack.version();
+      e.record.acked_version = Truncated(ack.version(), limits.max_text);
     } else {
-      e.record.nacked_version = ack.version();
-      e.record.nack_error = ack.error();
+      e.record.nacked_version = Truncated(ack.version(), limits.max_text);
+      e.record.nack_error = Truncated(ack.error(), limits.max_text);
       log_.Warn("agent refused a desired state; it keeps the previous one",
-                {{"node", name}, {"version", ack.version()}, {"error", ack.error()}});
+                {{"node", name}, {"version", e.record.nacked_version},
+                 {"error", e.record.nack_error}});
     }
   }
   // Every report, ACKs included, carries the agent's full observed state.
-  std::vector<ReportedModule> modules = ReportedFromProto(report.modules());
-  for (const ReportedModule& m : modules) {
-    auto before = std::find_if(e.record.modules.begin(), e.record.modules.end(),
-                               [&](const ReportedModule& o) { return o.key == m.key; });
-    if (before == e.record.modules.end() || before->phase != m.phase) {
-      // Debug: the timeline of one module on one node (benchmarks read it).
-      log_.Debug("module phase", {{"node", name}, {"module", m.key}, {"phase", m.phase}});
-    }
+  const size_t left_out = checked->bad_names + checked->repeated;
+  if (source_seen_) {
+    replaced = TakeModulesLocked(name, e, std::move(checked->modules), left_out,
+                                 checked->first_bad_name);
+  } else {
+    e.unfiltered = std::move(checked->modules);
+    e.record.ignored_modules += left_out;
   }
-  for (const ReportedModule& old : e.record.modules) {
-    if (std::none_of(modules.begin(), modules.end(),
-                     [&](const ReportedModule& m) { return m.key == old.key; })) {
-      log_.Debug("module phase", {{"node", name}, {"module", old.key}, {"phase", "Gone"}});
-    }
-  }
-  e.record.modules = std::move(modules);
   e.reported = true;
   if (!report.applied_version().empty()) {
-    e.record.applied_version = report.applied_version();
+    e.record.applied_version = Truncated(report.applied_version(), limits.max_text);
   }
   // A hello's new labels, or a node no longer held now that it said what it runs.
   if ((e.stale || !e.sent) && PushableLocked(e)) {
@@ -223,6 +295,65 @@ absl::Status Hub::Report(AgentStream* stream, const v1::NodeReport& report) {
   }
   ChangedLocked();
   return absl::OkStatus();
+}
+
+std::vector<ReportedModule> Hub::TakeModulesLocked(const std::string& name, Entry& e,
+                                                   std::vector<ReportedModule> modules,
+                                                   size_t ignored, const std::string& example) {
+  ReportScope scope;
+  scope.sent = &e.sent_keys;
+  scope.last = &e.record.modules;
+  scope.inherited = &inherited_;
+  scope.planned = [&] {
+    std::vector<std::string> keys;
+    if (std::optional<plan::NodePlan> p = planner_.PlanFor(name)) {
+      keys.reserve(p->modules.size());
+      for (const auto& dm : p->modules) {
+        keys.push_back(dm.module->Key());
+      }
+    }
+    std::sort(keys.begin(), keys.end());
+    return keys;
+  };
+  FilteredReport f = FilterReport(std::move(modules), scope);
+  for (const PhaseChange& c : PhaseChanges(e.record.modules, f.accepted)) {
+    // Debug: the timeline of one module on one node (benchmarks and system tests read it).
+    log_.Debug("module phase", {{"node", name}, {"module", std::string(c.key)},
+                                {"phase", std::string(c.phase)}});
+  }
+  std::vector<ReportedModule> replaced = std::exchange(e.record.modules, std::move(f.accepted));
+  ignored += f.ignored;
+  if (ignored == 0) {
+    return replaced;
+  }
+  e.record.ignored_modules += ignored;
+  e.unlogged += ignored;
+  if (!MayLogLocked(e)) {
+    return replaced;
+  }
+  std::vector<std::string> examples = std::move(f.examples);
+  if (!example.empty()) {
+    examples.push_back(absl::StrCat(example, " (not a valid name)"));
+  }
+  log_.Warn("agent reported modules that are not its node's: ignored (no status, label or "
+            "finalizer comes of them)",
+            {{"node", name},
+             {"ignored", static_cast<int64_t>(e.unlogged)},
+             {"ignoredThisStream", static_cast<int64_t>(e.record.ignored_modules)},
+             {"examples", absl::StrJoin(examples, ", ")}});
+  e.unlogged = 0;
+  e.logged_this_stream = true;
+  return replaced;
+}
+
+bool Hub::MayLogLocked(Entry& e) {
+  const int64_t now = now_ms_();
+  const int64_t gap = e.logged_this_stream ? options_.log_every.count() : kMinLogGapMs;
+  if (e.logged_unix_ms != 0 && now - e.logged_unix_ms < gap) {
+    return false;
+  }
+  e.logged_unix_ms = now;
+  return true;
 }
 
 void Hub::Goodbye(AgentStream* stream) {

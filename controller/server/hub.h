@@ -13,6 +13,12 @@
 // it holds (SourceUpdate::held): only a node that reports one of them, or has not yet
 // reported what it runs, waits; the others are served.
 //
+// A node's report is believed only about what concerns that node (report_filter.h): the
+// rest is ignored, counted in its NodeRecord and logged once per stream (then at most
+// every log_every). Reports over HubOptions::limits are refused and end the stream. The
+// work that grows with a report (conversion, checks, sorting) runs outside the lock; under
+// it, only lookups and one merge with the previous report.
+//
 // Thread-safe: sources, streams and the status writer call in from their own threads.
 
 #include <chrono>
@@ -33,6 +39,7 @@
 #include "api/module.h"
 #include "controller/plan/planner.h"
 #include "controller/server/status.h"
+#include "controller/server/wire.h"
 #include "controller/source/dir_source.h"
 #include "kmodd/v1/sync.pb.h"
 
@@ -57,6 +64,11 @@ struct HubOptions {
   // the connection; its labels and kernel never reach the planner, and a node the API does
   // not list is sent nothing (its agent keeps what it runs).
   bool nodes_from_api = false;
+  // What one report may carry (wire.h).
+  ReportLimits limits = {};
+  // Ignored entries and refused reports are logged once per stream, and for one node at
+  // most once a minute, and again within a stream at most this often (with the count).
+  std::chrono::milliseconds log_every = std::chrono::minutes(10);
 };
 
 class Hub {
@@ -73,7 +85,9 @@ class Hub {
   // The first message of a stream: registers the node and pushes its desired state.
   // InvalidArgument when the hello names no node.
   [[nodiscard]] absl::Status Hello(AgentStream* stream, const v1::NodeInfo& info);
-  // Every later message (and the hello's ack and modules). An error ends the stream.
+  // Every later message (and the hello's ack and modules). An error ends the stream:
+  // ResourceExhausted or InvalidArgument for a report over HubOptions::limits (nothing of
+  // it is taken). Reports of one stream come one at a time.
   [[nodiscard]] absl::Status Report(AgentStream* stream, const v1::NodeReport& report);
   // The stream ended. The node keeps its plan and its last report, marked disconnected.
   void Goodbye(AgentStream* stream);
@@ -116,6 +130,14 @@ class Hub {
     bool from_api = false;           // Kubernetes mode: the API lists this node
     bool sent = false;               // this stream was sent `desired` (owed when not)
     bool reported = false;           // this stream reported what the node runs
+    // Keys of every desired state this run sent the node: it may report them.
+    std::set<std::string> sent_keys;
+    // Reported before the source was first read, when nothing could be checked: filtered
+    // then (Module status and labels wait for it anyway).
+    std::optional<std::vector<ReportedModule>> unfiltered;
+    bool logged_this_stream = false;  // ignored entries were logged for this stream
+    int64_t logged_unix_ms = 0;       // the last ignored or refused report logged
+    uint64_t unlogged = 0;            // entries ignored since
   };
 
   // Marks the nodes' plans changed and pushes to the connected ones (once serving);
@@ -130,6 +152,17 @@ class Hub {
   bool HeldLocked(const Entry& e) const;
   // Pushes to every node that may be sent a desired state it has not been sent; how many.
   size_t PushOwedLocked();
+  // Takes a node's checked report: keeps what concerns it, logs phase changes; returns the
+  // list it replaced (for the caller to free after unlocking). `ignored` entries were
+  // already left out (bad names, repeats).
+  std::vector<ReportedModule> TakeModulesLocked(const std::string& name, Entry& e,
+                                                std::vector<ReportedModule> modules,
+                                                size_t ignored, const std::string& example);
+  // Takes the source's finalized Modules; sets ours_ and inherited_.
+  void UpdateInheritedLocked(const source::SourceUpdate& update);
+  // Whether a log about this node's reports may be written now (see log_every); when true,
+  // the caller logs and the node's log clock restarts.
+  bool MayLogLocked(Entry& e);
 
   const HubOptions options_;
   const Clock now_ms_;
@@ -141,6 +174,13 @@ class Hub {
   uint64_t seq_ = 0;
   bool serving_ = false;  // the source has been read once without errors
   std::set<std::string> held_;  // SourceUpdate::held, the last one
+  bool source_seen_ = false;    // ApplySource was called: reports can be checked
+  std::set<std::string> finalized_;  // SourceUpdate::finalized, the last one
+  // Modules this run put its finalizer on (in force while active, without it): only the
+  // nodes this run sent them to may report them.
+  std::set<std::string> ours_;
+  // finalized_ less ours_, and held_: Modules an earlier run may have sent to any node.
+  std::set<std::string> inherited_;
   bool active_ = true;
   std::map<std::string, std::string> pull_secrets_;  // "<namespace>/<name>" -> dockerconfigjson
   std::map<std::string, PullSecretState> pull_secret_states_;  // idem

@@ -288,6 +288,9 @@ Value NodeValue(const NodeRecord& n) {
     v.Set("nack", Value::Map{{"version", n.nacked_version}, {"error", n.nack_error}});
   }
   v.Set("modules", static_cast<int64_t>(n.modules.size()));
+  if (n.ignored_modules > 0) {
+    v.Set("ignoredModules", static_cast<int64_t>(n.ignored_modules));
+  }
   return v;
 }
 

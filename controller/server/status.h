@@ -58,7 +58,8 @@ struct NodeRecord {
   std::string nacked_version;   // the last one it refused, and why
   std::string nack_error;
   std::string applied_version;  // what the agent says it works on
-  std::vector<ReportedModule> modules;  // sorted by key
+  std::vector<ReportedModule> modules;  // sorted by key; only what concerns the node
+  uint64_t ignored_modules = 0;  // entries this stream reported that were left out
 };
 
 // What the last look-up of a pull Secret found.

@@ -36,6 +36,10 @@ struct SourceUpdate {
   // accepted by an earlier run, rejected now): a node that reports one is sent nothing
   // until it is fixed or deleted, since its desired state would unload it.
   std::set<std::string> held;
+  // Modules ("<namespace>/<name>") that carry kmodd's finalizer (Kubernetes mode; none in
+  // standalone mode). One this run did not put it on may run on nodes an earlier run sent
+  // it to, so those nodes may report it (and hold its deletion) unasked: see Hub::Report.
+  std::set<std::string> finalized;
   size_t module_count = 0;
 };
 

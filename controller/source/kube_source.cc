@@ -358,6 +358,16 @@ std::set<std::string> KubeSource::HeldLocked() const {
   return held;
 }
 
+std::set<std::string> KubeSource::FinalizedLocked() const {
+  std::set<std::string> out;
+  for (const auto& [key, meta] : metas_) {
+    if (meta.HasUnloadFinalizer()) {
+      out.insert(out.end(), key);
+    }
+  }
+  return out;
+}
+
 void KubeSource::Apply(ModuleChanges changes) {
   std::set<std::string> secrets;
   {
@@ -382,6 +392,8 @@ void KubeSource::Apply(ModuleChanges changes) {
     u.errors_hold_all = false;
     u.held = HeldLocked();
     held_sent_ = u.held;
+    u.finalized = FinalizedLocked();
+    finalized_sent_ = u.finalized;
     rejected_changed_ = false;
   }
   u.changes.push_back(std::move(changes));
@@ -473,13 +485,15 @@ void KubeSource::OnModuleEvent(kube::EventType type, const Value& object) {
   } else {
     Absorb(object, changes);
   }
-  bool rejected_changed = false;
+  bool tell_hub = false;
   {
     std::lock_guard lock(mu_);
-    // Its finalizer may have been removed by hand: that releases the nodes it held.
-    rejected_changed = rejected_changed_ || HeldLocked() != held_sent_;
+    // Its finalizer may have been removed by hand: that releases the nodes it held. A
+    // finalizer added, or gone with its Module, changes what nodes may report.
+    tell_hub = rejected_changed_ || HeldLocked() != held_sent_ ||
+               FinalizedLocked() != finalized_sent_;
   }
-  if (!changes.empty() || rejected_changed) {
+  if (!changes.empty() || tell_hub) {
     Apply(std::move(changes));
   }
 }

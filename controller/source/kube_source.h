@@ -124,6 +124,8 @@ class KubeSource {
   bool SetRejectedLocked(const std::string& key, std::vector<api::Diagnostic> errors);
   // The rejected Modules this run never planned that carry kmodd's finalizer.
   std::set<std::string> HeldLocked() const;
+  // Every Module object that carries kmodd's finalizer.
+  std::set<std::string> FinalizedLocked() const;
 
   kube::KubeClient& client_;
   server::Hub& hub_;
@@ -142,6 +144,7 @@ class KubeSource {
   std::map<std::string, std::vector<api::Diagnostic>> rejected_;  // Module key -> problems
   bool rejected_changed_ = false;  // since the Hub was last told
   std::set<std::string> held_sent_;  // the last SourceUpdate::held
+  std::set<std::string> finalized_sent_;  // the last SourceUpdate::finalized
   struct SecretCheck {
     std::chrono::steady_clock::time_point next;  // when to look it up again
     std::optional<server::PullSecretState> state;  // the last one reported (logged once)

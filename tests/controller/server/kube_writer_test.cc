@@ -1,4 +1,3 @@
-#include "tests/fakes/fake_clock.h"
 #include "controller/server/kube_writer.h"
 
 #include <catch2/catch.hpp>
@@ -21,6 +20,7 @@
 
 #include "common/json.h"
 #include "tests/fakes/fake_kube_client.h"
+#include "tests/fakes/fake_clock.h"
 
 using kmodd::Value;
 using kmodd::server::DesiredLabels;
@@ -377,6 +377,21 @@ TEST_CASE("Kubernetes mode: after a restart a rejected Module with the finalizer
 }
 
 TEST_CASE("Kubernetes mode: a pull Secret nodes could not use is reported on its Module and sent to none") {
+
+namespace {
+
+// The finalizers of Module ns/<name> as JSON ("null" when it has none).
+std::string FinalizersOf(kmodd::kube::FakeKubeClient& api, const std::string& name) {
+  auto m = api.Get(kmodd::kube::ResourcePath("kmm.sigs.x-k8s.io/v1beta1", "modules", "ns") + "/" +
+                   name);
+  REQUIRE(m.ok());
+  const Value* f = kmodd::Lookup(*m, {"metadata", "finalizers"});
+  return f == nullptr ? "null" : kmodd::ToJsonLine(*f);
+}
+
+}  // namespace
+
+TEST_CASE("Kubernetes mode: only nodes a Module may run on hold its finalizer, after a restart too") {
   std::FILE* devnull = std::fopen("/dev/null", "w");
   kmodd::Logger log(devnull);
   kmodd::kube::FakeKubeClient api;
@@ -407,10 +422,27 @@ TEST_CASE("Kubernetes mode: a pull Secret nodes could not use is reported on its
     ref.Set("name", name);
     REQUIRE(api.Create(modules, kmodd::With(m, "spec", kmodd::With(spec, "imageRepoSecret", ref))).ok());
   }
+
+  // A restart while "old" was being deleted: the previous run planned it (its finalizer),
+  // w1 still unloads it. This run plans it nowhere.
+  CreateWorker(api, "w1");
+  auto n = kmodd::ParseJson(
+      R"({"metadata":{"name":"e1","labels":{"role":"db"}},"status":{"nodeInfo":)"
+      R"({"kernelVersion":"6.1.0-27-cloud-amd64","bootID":"b1","architecture":"amd64"}}})");
+  REQUIRE(n.ok());
+  REQUIRE(api.Create(kmodd::kube::ResourcePath("v1", "nodes"), *n).ok());
+  REQUIRE(api.Create(modules, ModuleObject("old", "^6\\\\.1\\\\.",
+                                           R"(,"finalizers":["kmodd.io/unload"],)"
+                                           R"("deletionTimestamp":"2026-01-01T00:00:00Z")"))
+              .ok());
   kmodd::server::HubOptions options{"run", std::chrono::minutes(10)};
   options.nodes_from_api = true;
   kmodd::server::Hub hub(options, [] { return int64_t{1'700'000'000'000}; }, log);
   kmodd::source::KubeSource source(api, hub, log);
+
+  kmodd::kube::FakeClock clock;
+  kmodd::kube::EventRecorder events(api, clock, "kmodd-controller", "test");
+  kmodd::server::KubeWriter writer(api, hub, source, events, [] { return true; }, log);
   source.Start();
   REQUIRE(Eventually([&] { return source.Synced(); }));
 
@@ -440,6 +472,51 @@ TEST_CASE("Kubernetes mode: a pull Secret nodes could not use is reported on its
                                  R"(auths["r"]: expected an object, got a string)",
                                  0) == 0);
   CHECK(condition("m-opaque").rfind("False WrongType: Secret ns/opaque is of type Opaque", 0) == 0);
+
+  LockedStream e1;  // the compromised node: it runs nothing of ours
+  Connect(hub, w1, "w1", {"old"});
+  Connect(hub, e1, "e1", {"ghost"});
+  writer.SyncOnce();
+  CHECK(FinalizersOf(api, "old") == R"(["kmodd.io/unload"])");  // w1 still reports it
+
+  // "fresh" is created now: planned for w1 only, and given the finalizer by this run.
+  REQUIRE(api.Create(modules, ModuleObject("fresh", "^6\\\\.1\\\\.")).ok());
+  REQUIRE(Eventually([&] {
+    writer.SyncOnce();
+    return FinalizersOf(api, "fresh") == R"(["kmodd.io/unload"])";
+  }));
+  REQUIRE(Eventually([&] {
+    const auto pushes = w1.Pushes();
+    return !pushes.empty() && pushes.back() == "fresh";
+  }));
+  CHECK(e1.Pushes() == std::vector<std::string>{""});
+  // e1 claims it, and a Module that does not exist, as Loaded.
+  kmodd::v1::NodeReport claim;
+  for (const char* name : {"fresh", "ghost"}) {
+    auto* m = claim.add_modules();
+    m->set_namespace_("ns");
+    m->set_name(name);
+    m->set_phase(kmodd::v1::LOADED);
+  }
+  REQUIRE(hub.Report(&e1, claim).ok());
+  CHECK(hub.Node("e1")->modules.empty());
+  CHECK(hub.Node("e1")->ignored_modules == 3);
+
+  // Both deleted; w1 unloads them and says so. e1 holds back neither.
+  REQUIRE(api.MergePatch(modules + "/fresh",
+                         *kmodd::ParseJson(R"({"metadata":{"deletionTimestamp":"2026-01-02T00:00:00Z"}})"))
+              .ok());
+  REQUIRE(Eventually([&] { return w1.Pushes().back().empty(); }));
+  REQUIRE(hub.Report(&w1, kmodd::v1::NodeReport{}).ok());
+  REQUIRE(Eventually([&] {
+    writer.SyncOnce();
+    return FinalizersOf(api, "old") == "[]" && FinalizersOf(api, "fresh") == "[]";
+  }));
+  for (const auto& m : hub.Status().modules) {
+    for (const auto& row : m.nodes) {
+      CHECK(row.node != "e1");
+    }
+  }
   source.Stop();
   std::fclose(devnull);
 }

@@ -8,12 +8,16 @@
 #include <grpcpp/grpcpp.h>
 #include <stdlib.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/file.h"
@@ -376,4 +380,114 @@ TEST_CASE("sync over mTLS from files: a missing file refuses to start; SetCertif
         absl::StatusCode::kFailedPrecondition);
   from_files.Shutdown();
   std::fclose(devnull);
+}
+
+TEST_CASE("sync over mTLS: a node flooding 200,000 module entries is refused, others are served") {
+  TestPki ca;
+  ServerOptions opts;
+  opts.listen = "127.0.0.1:0";
+  std::tie(opts.cert_pem, opts.key_pem) = ca.Issue("kmodd controller", "IP:127.0.0.1", "serverAuth");
+  opts.ca_pem = ca.CaPem();
+  Controller c(opts);
+
+  // A compromised node with its own valid certificate. Its report, about 3.2 MB, fits in
+  // one gRPC message: it claims the Module it does not run (Failed, "pwned") and 199,999
+  // others, and says it again and again, on new streams as fast as they end.
+  NodeReport flood;
+  flood.mutable_node()->set_name("evil");
+  flood.mutable_node()->set_kernel_release("6.1.0-27-cloud-amd64");
+  auto* claim = flood.add_modules();
+  claim->set_namespace_("demo");
+  claim->set_name("a");
+  claim->set_phase(kmodd::v1::FAILED);
+  claim->set_message("pwned");
+  for (int i = 1; i < 200'000; ++i) {
+    auto* m = flood.add_modules();
+    m->set_namespace_("x");
+    m->set_name(absl::StrCat("m", i));
+    m->set_phase(kmodd::v1::LOADED);
+  }
+  REQUIRE(flood.ByteSizeLong() < 4u * 1024 * 1024);  // gRPC's default receive limit
+  std::atomic<bool> stop{false};
+  std::atomic<int> streams_ended{0};
+  std::mutex mu;
+  std::vector<grpc::Status> ends;
+  std::thread flooder([&] {
+    auto stub = kmodd::v1::Controller::NewStub(grpc::CreateChannel(
+        c.Target(), ClientTls(ca.CaPem(), ca.Issue("evil", "", "clientAuth"))));
+    while (!stop.load()) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+      auto stream = stub->Sync(&ctx);
+      if (stream->Write(flood)) {
+        (void)stream->Write(flood);  // before the fix, the second one held the hub for minutes
+      }
+      NodeDesired d;
+      while (stream->Read(&d)) {
+      }
+      grpc::Status st = stream->Finish();
+      std::lock_guard lock(mu);
+      ends.push_back(std::move(st));
+      ++streams_ended;
+    }
+  });
+  // Stopped and joined however the test ends (a failed REQUIRE throws).
+  struct Joiner {
+    std::atomic<bool>& stop;
+    std::thread& t;
+    ~Joiner() {
+      stop = true;
+      if (t.joinable()) {
+        t.join();
+      }
+    }
+  } joiner{stop, flooder};
+  auto wait_for_ends = [&](int n) {
+    for (int i = 0; i < 600 && streams_ended.load() < n; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return streams_ended.load() >= n;
+  };
+
+  // The flood is under way before the agent connects...
+  CHECK(wait_for_ends(1));
+  Agent w1(c.Target(), ClientTls(ca.CaPem(), ca.Issue("w1", "", "clientAuth")), "w1", true);
+  const NodeDesired d = w1.Next();
+  REQUIRE(d.modules_size() == 1);
+  w1.Ack(d.version());
+  CHECK(c.Eventually([&] {
+    auto rec = c.hub.Node("w1");
+    return rec && rec->acked_version == d.version() && rec->modules.size() == 1;
+  }));
+  // ...and still going once it has been served: it was served during the flood.
+  const int ended_when_served = streams_ended.load();
+  CHECK(wait_for_ends(ended_when_served + 1));
+  stop = true;
+  flooder.join();
+
+  {
+    std::lock_guard lock(mu);
+    REQUIRE_FALSE(ends.empty());
+    for (const grpc::Status& st : ends) {
+      CHECK(st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+      CHECK(st.error_message() ==
+            "the report lists 200000 modules, more than the 4096 a node may report; report "
+            "refused and stream ended");
+    }
+  }
+  CHECK(c.hub.Node("evil")->modules.empty());
+  const auto status = c.hub.Status();
+  REQUIRE(status.modules.size() == 1);
+  REQUIRE(status.modules[0].nodes.size() == 1);
+  CHECK(status.modules[0].nodes[0].node == "w1");
+  CHECK(status.modules[0].nodes[0].phase == "Loaded");
+  CHECK(status.modules[0].module_loader.available_number == 1);
+  // Refused on every stream, logged once.
+  const std::string logs = c.Logs();
+  size_t refusals = 0;
+  for (size_t at = logs.find("agent report refused"); at != std::string::npos;
+       at = logs.find("agent report refused", at + 1)) {
+    ++refusals;
+  }
+  CHECK(refusals == 1);
 }

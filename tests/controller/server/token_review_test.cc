@@ -1,10 +1,10 @@
-#include "tests/fakes/fake_clock.h"
 #include "controller/server/token_review.h"
 
 #include <catch2/catch.hpp>
 
 #include "absl/strings/escaping.h"
 #include "common/json.h"
+#include "tests/fakes/fake_clock.h"
 
 namespace kmodd::server {
 namespace {
