@@ -19,8 +19,8 @@
 #include "controller/source/kube_source.h"
 
 #include "common/json.h"
-#include "tests/fakes/fake_kube_client.h"
 #include "tests/fakes/fake_clock.h"
+#include "tests/fakes/fake_kube_client.h"
 
 using kmodd::Value;
 using kmodd::server::DesiredLabels;
@@ -377,21 +377,6 @@ TEST_CASE("Kubernetes mode: after a restart a rejected Module with the finalizer
 }
 
 TEST_CASE("Kubernetes mode: a pull Secret nodes could not use is reported on its Module and sent to none") {
-
-namespace {
-
-// The finalizers of Module ns/<name> as JSON ("null" when it has none).
-std::string FinalizersOf(kmodd::kube::FakeKubeClient& api, const std::string& name) {
-  auto m = api.Get(kmodd::kube::ResourcePath("kmm.sigs.x-k8s.io/v1beta1", "modules", "ns") + "/" +
-                   name);
-  REQUIRE(m.ok());
-  const Value* f = kmodd::Lookup(*m, {"metadata", "finalizers"});
-  return f == nullptr ? "null" : kmodd::ToJsonLine(*f);
-}
-
-}  // namespace
-
-TEST_CASE("Kubernetes mode: only nodes a Module may run on hold its finalizer, after a restart too") {
   std::FILE* devnull = std::fopen("/dev/null", "w");
   kmodd::Logger log(devnull);
   kmodd::kube::FakeKubeClient api;
@@ -422,27 +407,10 @@ TEST_CASE("Kubernetes mode: only nodes a Module may run on hold its finalizer, a
     ref.Set("name", name);
     REQUIRE(api.Create(modules, kmodd::With(m, "spec", kmodd::With(spec, "imageRepoSecret", ref))).ok());
   }
-
-  // A restart while "old" was being deleted: the previous run planned it (its finalizer),
-  // w1 still unloads it. This run plans it nowhere.
-  CreateWorker(api, "w1");
-  auto n = kmodd::ParseJson(
-      R"({"metadata":{"name":"e1","labels":{"role":"db"}},"status":{"nodeInfo":)"
-      R"({"kernelVersion":"6.1.0-27-cloud-amd64","bootID":"b1","architecture":"amd64"}}})");
-  REQUIRE(n.ok());
-  REQUIRE(api.Create(kmodd::kube::ResourcePath("v1", "nodes"), *n).ok());
-  REQUIRE(api.Create(modules, ModuleObject("old", "^6\\\\.1\\\\.",
-                                           R"(,"finalizers":["kmodd.io/unload"],)"
-                                           R"("deletionTimestamp":"2026-01-01T00:00:00Z")"))
-              .ok());
   kmodd::server::HubOptions options{"run", std::chrono::minutes(10)};
   options.nodes_from_api = true;
   kmodd::server::Hub hub(options, [] { return int64_t{1'700'000'000'000}; }, log);
   kmodd::source::KubeSource source(api, hub, log);
-
-  kmodd::kube::FakeClock clock;
-  kmodd::kube::EventRecorder events(api, clock, "kmodd-controller", "test");
-  kmodd::server::KubeWriter writer(api, hub, source, events, [] { return true; }, log);
   source.Start();
   REQUIRE(Eventually([&] { return source.Synced(); }));
 
@@ -472,7 +440,51 @@ TEST_CASE("Kubernetes mode: only nodes a Module may run on hold its finalizer, a
                                  R"(auths["r"]: expected an object, got a string)",
                                  0) == 0);
   CHECK(condition("m-opaque").rfind("False WrongType: Secret ns/opaque is of type Opaque", 0) == 0);
+  source.Stop();
+  std::fclose(devnull);
+}
 
+namespace {
+
+// The finalizers of Module ns/<name> as JSON ("null" when it has none).
+std::string FinalizersOf(kmodd::kube::FakeKubeClient& api, const std::string& name) {
+  auto m = api.Get(kmodd::kube::ResourcePath("kmm.sigs.x-k8s.io/v1beta1", "modules", "ns") + "/" +
+                   name);
+  REQUIRE(m.ok());
+  const Value* f = kmodd::Lookup(*m, {"metadata", "finalizers"});
+  return f == nullptr ? "null" : kmodd::ToJsonLine(*f);
+}
+
+}  // namespace
+
+TEST_CASE("Kubernetes mode: only nodes a Module may run on hold its finalizer, after a restart too") {
+  std::FILE* devnull = std::fopen("/dev/null", "w");
+  kmodd::Logger log(devnull);
+  kmodd::kube::FakeKubeClient api;
+  const std::string modules = kmodd::kube::ResourcePath("kmm.sigs.x-k8s.io/v1beta1", "modules", "ns");
+  // A restart while "old" was being deleted: the previous run planned it (its finalizer),
+  // w1 still unloads it. This run plans it nowhere.
+  CreateWorker(api, "w1");
+  auto n = kmodd::ParseJson(
+      R"({"metadata":{"name":"e1","labels":{"role":"db"}},"status":{"nodeInfo":)"
+      R"({"kernelVersion":"6.1.0-27-cloud-amd64","bootID":"b1","architecture":"amd64"}}})");
+  REQUIRE(n.ok());
+  REQUIRE(api.Create(kmodd::kube::ResourcePath("v1", "nodes"), *n).ok());
+  REQUIRE(api.Create(modules, ModuleObject("old", "^6\\\\.1\\\\.",
+                                           R"(,"finalizers":["kmodd.io/unload"],)"
+                                           R"("deletionTimestamp":"2026-01-01T00:00:00Z")"))
+              .ok());
+  kmodd::server::HubOptions options{"run", std::chrono::minutes(10)};
+  options.nodes_from_api = true;
+  kmodd::server::Hub hub(options, [] { return int64_t{1'700'000'000'000}; }, log);
+  kmodd::source::KubeSource source(api, hub, log);
+  kmodd::kube::FakeClock clock;
+  kmodd::kube::EventRecorder events(api, clock, "kmodd-controller", "test");
+  kmodd::server::KubeWriter writer(api, hub, source, events, [] { return true; }, log);
+  source.Start();
+  REQUIRE(Eventually([&] { return source.Synced(); }));
+
+  LockedStream w1;
   LockedStream e1;  // the compromised node: it runs nothing of ours
   Connect(hub, w1, "w1", {"old"});
   Connect(hub, e1, "e1", {"ghost"});
