@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <functional>
 
 #include "kmodd/v1/agent.grpc.pb.h"
 #include "node-agent/server/local_service.h"
@@ -157,4 +158,51 @@ TEST_CASE("the local service lists the firmware ledger and has no images without
   v1::ImagesResponse images;
   CHECK(r.stub->Images(&ictx, v1::ImagesRequest(), &images).error_code() ==
         grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+TEST_CASE("a hostile load override is refused naming the field, and nothing changes", "[server][local]") {
+  LocalRig r;
+  struct Row {
+    const char* what;
+    std::function<void(kmodd::api::NodeModuleSpec&)> breaks;
+    const char* field;
+  };
+  const std::vector<Row> rows = {
+      {"dirName climbing out of the image",
+       [](auto& s) {
+         s.config.modprobe.dir_name = "../../etc";
+         s.config.modprobe.firmware_path = "/etc";
+       },
+       "module ns/a: config.modprobe.dirName: \"../../etc\" is not an absolute path"},
+      {"firmwarePath climbing out of the image",
+       [](auto& s) { s.config.modprobe.firmware_path = "/firmware/../../../etc"; },
+       "module ns/a: config.modprobe.firmwarePath: \"/firmware/../../../etc\" has a '..' "
+       "component"},
+      {"firmwarePath naming the whole image", [](auto& s) { s.config.modprobe.firmware_path = "/"; },
+       "module ns/a: config.modprobe.firmwarePath: \"/\" names the whole image"},
+  };
+  for (const auto& row : rows) {
+    SECTION(row.what) {
+      kmodd::api::NodeModuleSpec spec = Spec("ns", "a", r.image, "mod_a");
+      row.breaks(spec);
+      v1::OverrideRequest req;
+      *req.mutable_module() = kmodd::proto::ToProto(spec);
+      grpc::ClientContext ctx;
+      v1::OverrideResponse resp;
+      const grpc::Status s = r.stub->Load(&ctx, req, &resp);
+      CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+      CHECK_THAT(s.error_message(), Catch::StartsWith(row.field));
+      // Nothing changed: no override, no module, nothing planned, nothing in the kernel.
+      const auto status = r.Status();
+      CHECK(status.overrides_size() == 0);
+      CHECK(status.modules_size() == 0);
+      CHECK(status.desired_source().empty());
+      grpc::ClientContext pctx;
+      v1::PlanResponse plan;
+      REQUIRE(r.stub->Plan(&pctx, v1::PlanRequest(), &plan).ok());
+      CHECK(plan.actions_size() == 0);
+      CHECK(plan.problems_size() == 0);
+      CHECK(r.kernel.With([](auto& k) { return k.loaded.empty(); }));
+    }
+  }
 }
