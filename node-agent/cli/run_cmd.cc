@@ -75,7 +75,9 @@ constexpr char kUsage[] =
     "  --cache DIR            image cache (default STATE/images)\n"
     "  --pull-secret FILE     .dockerconfigjson used when the desired state brings none\n"
     "  --registry-ca FILE     extra CAs for registries\n"
-    "  --socket PATH          local Agent service (default /run/kmodd/agent.sock)\n"
+    "  --socket PATH          local Agent service (default /run/kmodd/agent.sock); bound\n"
+    "                         in a 0700 directory: PATH.d (linked from PATH) when PATH's\n"
+    "                         directory is not the agent's alone; only root may connect\n"
     "  --metrics ADDR:PORT    /metrics and /healthz (default 127.0.0.1:9464; \"\" = off)\n"
     "  --label K=V            sent in NodeInfo.labels (repeatable)\n";
 
@@ -350,7 +352,7 @@ int RunCommand(const std::vector<std::string>& args) {
   deps.firmware_dir = firmware_store.directory();
   deps.cache = &cache;
   server::LocalService service(std::move(deps));
-  auto local = server::LocalServer::Start(o.socket, service);
+  auto local = server::LocalServer::Start(o.socket, service, &log);
   if (!local.ok()) {
     return fail("cannot serve the local Agent service", local.status());
   }
