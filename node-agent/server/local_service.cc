@@ -142,11 +142,25 @@ grpc::Status LocalService::Firmware(grpc::ServerContext* /*ctx*/,
   if (!deps_.firmware) {
     return grpc::Status::OK;
   }
-  for (const auto& f : deps_.firmware()) {
+  const std::vector<firmware::StagedFile> files = deps_.firmware();
+  std::map<std::string, std::string> shadows;  // path -> the host's file
+  if (deps_.shadowed) {
+    std::vector<std::string> paths;
+    for (const auto& f : files) {
+      paths.push_back(f.path);
+    }
+    for (const auto& s : deps_.shadowed(paths)) {
+      shadows[s.path] = s.host_file;
+    }
+  }
+  for (const auto& f : files) {
     v1::FirmwareFile* out = resp->add_files();
     out->set_path(f.path);
     for (const auto& o : f.owners) {
       out->add_owners(o);
+    }
+    if (auto s = shadows.find(f.path); s != shadows.end()) {
+      out->set_shadows(s->second);
     }
   }
   return grpc::Status::OK;

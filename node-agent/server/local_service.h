@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/log.h"
+#include "firmware/shadow.h"
 #include "firmware/stager.h"
 #include "kmodd/v1/agent.grpc.pb.h"
 #include "node-agent/image/cache.h"
@@ -31,6 +32,8 @@ struct LocalServiceDeps {
   NodeFacts facts;
   // The firmware ledger and its directory; empty when firmware is not staged.
   std::function<std::vector<firmware::StagedFile>()> firmware;
+  // Which of those paths shadow the host's own firmware; unset: none is reported.
+  std::function<std::vector<firmware::Shadow>(const std::vector<std::string>&)> shadowed;
   std::string firmware_dir;
   image::ImageCache* cache = nullptr;  // null: no image cache
 };

@@ -206,3 +206,32 @@ TEST_CASE("a hostile load override is refused naming the field, and nothing chan
     }
   }
 }
+
+TEST_CASE("the local service marks a staged firmware file that shadows the host's", "[server][local]") {
+  LocalRig r;
+  kmodd::server::LocalServiceDeps deps;
+  deps.state = &r.state;
+  deps.reconciler = r.rec.get();
+  deps.firmware = [] {
+    std::vector<kmodd::firmware::StagedFile> files(2);
+    files[0].path = "kmm_ci_fw/fw.bin";
+    files[1].path = "other/x.bin";
+    return files;
+  };
+  deps.shadowed = [](const std::vector<std::string>& paths) {
+    std::vector<kmodd::firmware::Shadow> out;
+    for (const auto& p : paths) {
+      if (p == "kmm_ci_fw/fw.bin") {
+        out.push_back({p, "/var/lib/firmware/" + p, "/lib/firmware/" + p});
+      }
+    }
+    return out;
+  };
+  kmodd::server::LocalService service(std::move(deps));
+  grpc::ServerContext ctx;
+  v1::FirmwareResponse fw;
+  REQUIRE(service.Firmware(&ctx, nullptr, &fw).ok());
+  REQUIRE(fw.files_size() == 2);
+  CHECK(fw.files(0).shadows() == "/lib/firmware/kmm_ci_fw/fw.bin");
+  CHECK(fw.files(1).shadows().empty());
+}

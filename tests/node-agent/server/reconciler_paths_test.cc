@@ -1,6 +1,6 @@
 // The reconciler's own checks of what a spec makes it touch on the host: dirName and
 // firmwarePath are checked again where they are joined onto the image's root (whoever sent
-// the spec).
+// the spec), and staged firmware that shadows the host's own is reported.
 
 #include <catch2/catch.hpp>
 
@@ -65,6 +65,14 @@ struct Rig {
   }
 };
 
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
 }  // namespace
 
 TEST_CASE("a dirName or firmwarePath leaving the image is refused where it is used, whoever sent it",
@@ -116,4 +124,41 @@ TEST_CASE("a dirName or firmwarePath leaving the image is refused where it is us
       CHECK(r.firmware.staged.empty());
     }
   }
+}
+
+TEST_CASE("staged firmware that shadows a host file is a warning in the status, logged once",
+          "[server]") {
+  Rig r;
+  r.firmware.host_files["firmware/fw.bin"] = "/lib/firmware/firmware/fw.bin";
+  r.Start();
+  kmodd::api::NodeModuleSpec spec = Spec("ns", "a", r.image, "mod_a");
+  spec.config.modprobe.firmware_path = "/firmware";
+  r.Desire({spec}, "v1");
+  const std::string warning =
+      "staged firmware /var/lib/firmware/firmware/fw.bin shadows the host's "
+      "/lib/firmware/firmware/fw.bin: the kernel loads the staged file instead";
+  REQUIRE(Eventually([&] {
+    const auto snap = r.state.Snapshot();
+    const auto* st = FindStatus(snap, "ns/a");
+    return st != nullptr && st->phase == ModulePhase::kLoaded &&
+           st->warnings == std::vector<std::string>{warning};
+  }));
+  // Not refused: the module runs with its firmware staged.
+  CHECK(r.firmware.staged.count("ns/a") == 1);
+  // More passes find the same: still one log line.
+  for (int i = 0; i < 3; ++i) {
+    const uint64_t passes = r.rec->passes();
+    r.rec->Kick();
+    REQUIRE(Eventually([&] { return r.rec->passes() > passes; }));
+  }
+  const std::string log = r.Log();
+  CHECK(Count(log, "staged firmware shadows a host firmware file") == 1);
+  CHECK_THAT(log, Catch::Contains("\"module\":\"ns/a\""));
+
+  // Unloaded: the warning goes with the firmware.
+  r.Desire({}, "v2");
+  REQUIRE(Eventually([&] {
+    const auto snap = r.state.Snapshot();
+    return FindStatus(snap, "ns/a") == nullptr;
+  }));
 }
