@@ -399,13 +399,15 @@ bool IsValidKernelModuleName(std::string_view name) {
 }
 
 std::string ImagePathProblem(std::string_view dir, std::string_view example) {
+  const size_t control = static_cast<size_t>(
+      std::find_if(dir.begin(), dir.end(),
+                   [](char c) { return absl::ascii_iscntrl(static_cast<unsigned char>(c)); }) -
+      dir.begin());
   std::string problem;
   if (dir.size() > kMaxImagePath) {
     problem = absl::StrCat("is ", dir.size(), " bytes long; at most ", kMaxImagePath,
                            " are allowed");
-  } else if (std::any_of(dir.begin(), dir.end(), [](char c) {
-               return absl::ascii_iscntrl(static_cast<unsigned char>(c));
-             })) {
+  } else if (control < dir.size()) {
     problem = "has a control character";
   } else if (!dir.starts_with('/')) {
     problem = "is not an absolute path";
@@ -419,8 +421,8 @@ std::string ImagePathProblem(std::string_view dir, std::string_view example) {
   }
   // A control character or a path too long to read is not echoed back whole.
   const std::string shown =
-      dir.size() > 80 || problem == "has a control character"
-          ? absl::StrCat("the path beginning ", Quote(std::string(dir.substr(0, 40))))
+      control < dir.size() || dir.size() > 80
+          ? absl::StrCat("the path beginning ", Quote(dir.substr(0, std::min<size_t>(control, 40))))
           : Quote(dir);
   return absl::StrCat(shown, " ", problem, "; use an absolute path without '.', '..', '//' ",
                       "or a trailing '/', e.g. ", std::string(example));

@@ -146,6 +146,7 @@ grpc::Status LocalService::Firmware(grpc::ServerContext* /*ctx*/,
   std::map<std::string, std::string> shadows;  // path -> the host's file
   if (deps_.shadowed) {
     std::vector<std::string> paths;
+    paths.reserve(files.size());
     for (const auto& f : files) {
       paths.push_back(f.path);
     }

@@ -47,11 +47,12 @@ absl::Status CreatePrivateDir(const std::string& dir) {
   return absl::OkStatus();
 }
 
-// Opens `dir` (not through a symlink at its last component) and makes sure it is the
-// agent's and 0700. `made_by_us`: a directory the agent itself names (PATH.d, or one it just
-// created), whose mode it may tighten; any other must already be private.
-absl::StatusOr<bool> IsPrivateDir(const std::string& dir, bool made_by_us) {
-  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+// Whether `dir` is the agent's and 0700. `ours`: a directory the agent names itself (PATH.d,
+// or one it has just created), opened without following a symlink, refused when another
+// uid owns it, and tightened to 0700 when it is looser. Any other (the configured one) is
+// taken as it resolves and never changed.
+absl::StatusOr<bool> IsPrivateDir(const std::string& dir, bool ours) {
+  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | (ours ? O_NOFOLLOW : 0)));
   if (!fd.valid()) {
     if (errno == ELOOP || errno == ENOTDIR) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -65,7 +66,7 @@ absl::StatusOr<bool> IsPrivateDir(const std::string& dir, bool made_by_us) {
     return ErrnoStatus(errno, "fstat", dir);
   }
   if (st.st_uid != ::geteuid()) {
-    if (made_by_us) {
+    if (ours) {
       return absl::FailedPreconditionError(absl::StrCat(
           "socket directory ", dir, " exists and belongs to uid ", st.st_uid,
           ", not to the agent (uid ", ::geteuid(), "); remove it, or choose another --socket"));
@@ -75,7 +76,7 @@ absl::StatusOr<bool> IsPrivateDir(const std::string& dir, bool made_by_us) {
   if ((st.st_mode & 077) == 0) {
     return true;
   }
-  if (!made_by_us) {
+  if (!ours) {
     return false;
   }
   if (::fchmod(fd.get(), 0700) != 0) {

@@ -240,3 +240,18 @@ TEST_CASE("a socket path the agent cannot make private is refused, naming it and
     CHECK(fs::is_empty(shared));
   }
 }
+
+TEST_CASE("a socket directory reached through a symlink (/var/run -> /run) is taken as it resolves",
+          "[server][local][socket]") {
+  SocketRig r;
+  const std::string real = r.dir.path + "/run";
+  fs::create_directories(real);
+  REQUIRE(::chmod(real.c_str(), 0700) == 0);
+  fs::create_directory_symlink(real, r.dir.path + "/var-run");
+  const std::string socket = r.dir.path + "/var-run/agent.sock";
+  auto server = kmodd::server::LocalServer::Start(socket, *r.service);
+  REQUIRE(server.ok());
+  CHECK((*server)->bound_path() == socket);  // private already: no PATH.d
+  CHECK(fs::is_socket(fs::symlink_status(real + "/agent.sock")));
+  CHECK(r.StatusOk(socket));
+}
