@@ -256,18 +256,8 @@ void CheckMapping(const ModuleLoaderContainerSpec& c, size_t i, Errors& errors) 
 // The agent joins dirName and firmwarePath onto image and host paths; a relative,
 // non-normal or escaping path would make it read or write outside what the user named.
 void CheckDirectory(std::string path, std::string_view dir, const char* example, Errors& errors) {
-  std::string problem;
-  if (!dir.starts_with('/')) {
-    problem = "is not an absolute path";
-  } else if (HasDotDot(dir)) {
-    problem = "has a '..' component";
-  } else if (CleanPath(dir) != dir) {
-    problem = absl::StrCat("is not in normal form (write it as ", Quote(CleanPath(dir)), ")");
-  }
-  if (!problem.empty()) {
-    Add(errors, std::move(path),
-        absl::StrCat(Quote(dir), " ", problem, "; use an absolute path without '.', '..', '//' ",
-                     "or a trailing '/', e.g. ", example));
+  if (std::string problem = ImagePathProblem(dir, example); !problem.empty()) {
+    Add(errors, std::move(path), std::move(problem));
   }
 }
 
@@ -406,6 +396,61 @@ bool IsValidKernelModuleName(std::string_view name) {
          std::all_of(name.begin(), name.end(), [](char c) {
            return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
          });
+}
+
+std::string ImagePathProblem(std::string_view dir, std::string_view example) {
+  const size_t control = static_cast<size_t>(
+      std::find_if(dir.begin(), dir.end(),
+                   [](char c) { return absl::ascii_iscntrl(static_cast<unsigned char>(c)); }) -
+      dir.begin());
+  std::string problem;
+  if (dir.size() > kMaxImagePath) {
+    problem = absl::StrCat("is ", dir.size(), " bytes long; at most ", kMaxImagePath,
+                           " are allowed");
+  } else if (control < dir.size()) {
+    problem = "has a control character";
+  } else if (!dir.starts_with('/')) {
+    problem = "is not an absolute path";
+  } else if (HasDotDot(dir)) {
+    problem = "has a '..' component";
+  } else if (CleanPath(dir) != dir) {
+    problem = absl::StrCat("is not in normal form (write it as ", Quote(CleanPath(dir)), ")");
+  }
+  if (problem.empty()) {
+    return "";
+  }
+  // A control character or a path too long to read is not echoed back whole.
+  const std::string shown =
+      control < dir.size() || dir.size() > 80
+          ? absl::StrCat("the path beginning ", Quote(dir.substr(0, std::min<size_t>(control, 40))))
+          : Quote(dir);
+  return absl::StrCat(shown, " ", problem, "; use an absolute path without '.', '..', '//' ",
+                      "or a trailing '/', e.g. ", std::string(example));
+}
+
+std::vector<FieldError> ValidateNodeModuleSpec(const NodeModuleSpec& m) {
+  Errors errors;
+  if (const size_t length = m.name.size() + m.namespace_.size(); length > kMaxNameAndNamespace) {
+    Add(errors, "name",
+        absl::StrCat("name and namespace together are ", length, " characters; at most ",
+                     kMaxNameAndNamespace, " are allowed (as for the Module they come from)"));
+  }
+  // dir:PATH and oci-layout:PATH[:TAG] name a tree or a layout on the node itself, checked
+  // where the agent opens them.
+  const std::string& image = m.config.container_image;
+  if (!image.starts_with("dir:") && !image.starts_with("oci-layout:")) {
+    CheckImage("config.containerImage", m.config.container_image, errors);
+  }
+  CheckPullPolicy("config.imagePullPolicy", m.config.image_pull_policy, errors);
+  for (size_t i = 0; i < m.config.in_tree_modules_to_remove.size(); ++i) {
+    CheckModuleName(Index("config.inTreeModulesToRemove", i),
+                    m.config.in_tree_modules_to_remove[i], errors);
+  }
+  CheckModprobe(m.config.modprobe, "config.modprobe", errors);
+  for (size_t i = 0; i < m.tolerations.size(); ++i) {
+    CheckToleration(m.tolerations[i], Index("tolerations", i), errors);
+  }
+  return errors;
 }
 
 std::vector<FieldError> ValidateModule(const Module& m) { return Validate(m, nullptr); }

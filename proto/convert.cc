@@ -1,6 +1,7 @@
 #include "proto/convert.h"
 
 #include "absl/strings/str_cat.h"
+#include "api/validate.h"
 
 namespace kmodd::proto {
 
@@ -108,6 +109,19 @@ absl::StatusOr<api::NodeModuleSpec> FromProto(const v1::ModuleSpec& in) {
   }
   if (p.has_modules_loading_order()) {
     m.modules_loading_order = Strings(p.modules_loading_order());
+  }
+  // The controller's own rules, whoever sent the entry: the controller, or agentctl load.
+  const std::vector<api::FieldError> errors = api::ValidateNodeModuleSpec(out);
+  if (errors.size() == 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(who, ": ", errors[0].path, ": ", errors[0].message));
+  }
+  if (!errors.empty()) {
+    std::string message = absl::StrCat(who, ": ", errors.size(), " invalid fields:");
+    for (const auto& e : errors) {
+      absl::StrAppend(&message, "\n  ", e.path, ": ", e.message);
+    }
+    return absl::InvalidArgumentError(message);
   }
   return out;
 }

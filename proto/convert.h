@@ -10,8 +10,10 @@
 namespace kmodd::proto {
 
 v1::ModuleSpec ToProto(const api::NodeModuleSpec& spec);
-// Checks what the agent relies on (names, kernel version, image, module name); the
-// message names the module and the field.
+// Checks what the agent relies on (names, kernel version, image, module name) and every
+// rule of api::ValidateNodeModuleSpec (the controller's validation of a Module, as it bears
+// on one node's entry): the message names the module and each field. The agent converts
+// every entry it is given here, from the controller or from `agentctl load`.
 [[nodiscard]] absl::StatusOr<api::NodeModuleSpec> FromProto(const v1::ModuleSpec& spec);
 
 // All modules of a desired state, or the first module's error.

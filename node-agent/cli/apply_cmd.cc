@@ -10,6 +10,7 @@
 #include "common/file.h"
 #include "common/value.h"
 #include "api/decode.h"
+#include "firmware/shadow.h"
 #include "firmware/stager.h"
 #include "node-agent/cli/apply.h"
 #include "node-agent/cli/commands.h"
@@ -181,6 +182,20 @@ absl::StatusOr<ApplyReport> ApplyDesired(const ApplyOptions& o,
     v.Set("inTreeRemoved", StringList(reconcile::InTreeRemovedFor(*journal, d.key)));
     v.Set("firmware", StringList(je != journal->modules.end() ? je->second.firmware
                                                                : std::vector<std::string>{}));
+    if (je != journal->modules.end() && !je->second.firmware.empty() && observed.ok()) {
+      // Reported, never refused: see firmware/shadow.h.
+      const firmware::FirmwareSearch search{
+          "/", firmware::ReadClassPath("/sys/module/firmware_class/parameters/path"),
+          observed->release};
+      std::vector<std::string> warnings;
+      for (const auto& s : firmware::FindShadows(search, o.firmware_dir, je->second.firmware)) {
+        warnings.push_back(firmware::ShadowWarning(s));
+        std::cerr << "warning: " << d.key << ": " << warnings.back() << "\n";
+      }
+      if (!warnings.empty()) {
+        v.Set("warnings", StringList(warnings));
+      }
+    }
     items.Append(std::move(v));
   }
   for (const auto& [key, e] : journal->modules) {

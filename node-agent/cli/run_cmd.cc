@@ -54,6 +54,7 @@ constexpr char kUsage[] =
     "                       [--cert FILE --key FILE --ca FILE | --ca FILE --token-file FILE\n"
     "                        | --insecure]\n"
     "                       [--state-dir DIR] [--firmware-dir DIR] [--firmware-class-path]\n"
+    "                       [--host-root DIR]\n"
     "                       [--cache DIR] [--pull-secret FILE] [--registry-ca FILE]\n"
     "                       [--socket PATH] [--metrics ADDR:PORT] [--label K=V]...\n"
     "                       [--log-level debug|info|warn|error]\n"
@@ -75,7 +76,11 @@ constexpr char kUsage[] =
     "  --cache DIR            image cache (default STATE/images)\n"
     "  --pull-secret FILE     .dockerconfigjson used when the desired state brings none\n"
     "  --registry-ca FILE     extra CAs for registries\n"
-    "  --socket PATH          local Agent service (default /run/kmodd/agent.sock)\n"
+    "  --host-root DIR        where the host's / is mounted (default /), to find the host's\n"
+    "                         /lib/firmware files that staged firmware shadows\n"
+    "  --socket PATH          local Agent service (default /run/kmodd/agent.sock); bound\n"
+    "                         in a 0700 directory: PATH.d (linked from PATH) when PATH's\n"
+    "                         directory is not the agent's alone; only root may connect\n"
     "  --metrics ADDR:PORT    /metrics and /healthz (default 127.0.0.1:9464; \"\" = off)\n"
     "  --label K=V            sent in NodeInfo.labels (repeatable)\n";
 
@@ -93,6 +98,7 @@ struct RunOptions {
   std::string state_dir = "/var/lib/kmodd";
   std::string firmware_dir = "/var/lib/firmware";
   bool firmware_class_path = false;
+  std::string host_root = "/";
   std::string cache;
   std::string pull_secret_file;
   std::string registry_ca;
@@ -118,6 +124,7 @@ std::optional<int> Parse(const std::vector<std::string>& args, RunOptions& o) {
       {"--ca", &o.ca_file},            {"--token-file", &o.token_file},
       {"--state-dir", &o.state_dir},
       {"--firmware-dir", &o.firmware_dir}, {"--cache", &o.cache},
+      {"--host-root", &o.host_root},
       {"--pull-secret", &o.pull_secret_file}, {"--registry-ca", &o.registry_ca},
       {"--socket", &o.socket},         {"--metrics", &o.metrics}};
   for (size_t i = 0; i < args.size(); ++i) {
@@ -305,7 +312,12 @@ int RunCommand(const std::vector<std::string>& args) {
   if (!stager.ok()) {
     return fail("cannot open the firmware ledger", stager.status());
   }
-  server::LockedStagerStore firmware_store(std::move(*stager));
+  server::NodeFacts facts = server::ReadNodeFacts(o.node_name, o.labels);
+  facts.agent_version = KMODD_VERSION;
+  server::LockedStagerStore firmware_store(
+      std::move(*stager), server::LockedStagerStore::ShadowOptions{
+                              o.host_root, "/sys/module/firmware_class/parameters/path",
+                              facts.kernel_release});
   kernel::KmodKernel kernel(kernel::KmodKernel::Options{});
   image::ImageCache cache(o.cache, BeastFactory());
   std::string default_secret;
@@ -340,17 +352,18 @@ int RunCommand(const std::vector<std::string>& args) {
     return fail("cannot start the reconciler", s);
   }
 
-  server::NodeFacts facts = server::ReadNodeFacts(o.node_name, o.labels);
-  facts.agent_version = KMODD_VERSION;
   server::LocalServiceDeps deps;
   deps.state = &state;
   deps.reconciler = &reconciler;
   deps.facts = facts;
   deps.firmware = [&firmware_store] { return firmware_store.List(); };
+  deps.shadowed = [&firmware_store](const std::vector<std::string>& paths) {
+    return firmware_store.Shadowed(paths);
+  };
   deps.firmware_dir = firmware_store.directory();
   deps.cache = &cache;
   server::LocalService service(std::move(deps));
-  auto local = server::LocalServer::Start(o.socket, service);
+  auto local = server::LocalServer::Start(o.socket, service, &log);
   if (!local.ok()) {
     return fail("cannot serve the local Agent service", local.status());
   }

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "api/validate.h"
 #include "node-agent/reconcile/modprobe_args.h"
 
 namespace kmodd::reconcile {
@@ -59,6 +60,23 @@ DesiredModule Prepare(const api::NodeModuleSpec& spec, const std::string& kernel
   if (!cmd.ok()) {
     return fail(cmd.status());
   }
+  // Checked again where they are joined onto the image's root, whoever validated them
+  // before; the effective directory may also come from a -d in the modprobe arguments.
+  const api::ModprobeSpec& modprobe = spec.config.modprobe;
+  if (std::string p = api::ImagePathProblem(cmd->dir_name, api::kDefaultDirName); !p.empty()) {
+    const bool from_dash_d = cmd->dir_name != modprobe.EffectiveDirName();
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat(from_dash_d ? "modprobe -d (in args or rawArgs): " : "modprobe.dirName: ", p)));
+  }
+  if (modprobe.firmware_path == "/") {
+    return fail(absl::InvalidArgumentError(
+        "modprobe.firmwarePath: \"/\" names the whole image; name the firmware directory"));
+  }
+  if (!modprobe.firmware_path.empty()) {
+    if (std::string p = api::ImagePathProblem(modprobe.firmware_path, "/firmware"); !p.empty()) {
+      return fail(absl::InvalidArgumentError(absl::StrCat("modprobe.firmwarePath: ", p)));
+    }
+  }
   auto unload = InterpretUnload(spec.config.modprobe);
   if (!unload.ok()) {
     return fail(unload.status());
@@ -70,8 +88,8 @@ DesiredModule Prepare(const api::NodeModuleSpec& spec, const std::string& kernel
     return fail(root.status());
   }
   d.tree = absl::StrCat(*root, cmd->dir_name, "/lib/modules/", kernel_release);
-  if (!spec.config.modprobe.firmware_path.empty()) {
-    d.firmware_source = absl::StrCat(*root, spec.config.modprobe.firmware_path);
+  if (!modprobe.firmware_path.empty()) {
+    d.firmware_source = absl::StrCat(*root, modprobe.firmware_path);
   }
   auto tree = kernel::DriverTree::Open(d.tree);
   if (!tree.ok()) {

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "api/node_modules_config.h"
+#include "firmware/shadow.h"
 
 namespace kmodd::reconcile {
 
@@ -38,6 +39,12 @@ class FirmwareStore {
       const std::string& owner, const std::string& source_dir) = 0;
   // Drops everything `owner` staged (files shared with other owners stay).
   [[nodiscard]] virtual absl::Status Release(const std::string& owner) = 0;
+  // Of `paths` (as Stage returned them), those the kernel now loads instead of a file of
+  // the host's own firmware tree, with that file. Reported, never refused. Reads the file
+  // system; none when the store cannot tell.
+  virtual std::vector<firmware::Shadow> Shadowed(const std::vector<std::string>& /*paths*/) const {
+    return {};
+  }
 };
 
 }  // namespace kmodd::reconcile

@@ -1,12 +1,14 @@
 #pragma once
 
 // The Stager as the reconciler's FirmwareStore, behind a mutex: the worker stages and
-// releases while the local service lists the ledger.
+// releases while the local service lists the ledger. Shadowed looks at the host's firmware
+// tree as `search` describes it, reading firmware_class.path fresh each time.
 
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "firmware/shadow.h"
 #include "firmware/stager.h"
 #include "node-agent/reconcile/stores.h"
 
@@ -14,7 +16,15 @@ namespace kmodd::server {
 
 class LockedStagerStore : public reconcile::FirmwareStore {
  public:
-  explicit LockedStagerStore(firmware::Stager stager) : stager_(std::move(stager)) {}
+  struct ShadowOptions {
+    std::string host_root = "/";
+    // firmware_class's parameter file (read only here, whoever sets it).
+    std::string class_path_param = "/sys/module/firmware_class/parameters/path";
+    std::string kernel_release;
+  };
+
+  LockedStagerStore(firmware::Stager stager, ShadowOptions shadow)
+      : stager_(std::move(stager)), shadow_(std::move(shadow)) {}
 
   absl::StatusOr<std::vector<std::string>> Stage(const std::string& owner,
                                                  const std::string& source_dir) override {
@@ -31,9 +41,20 @@ class LockedStagerStore : public reconcile::FirmwareStore {
   }
   std::string directory() const { return stager_.options().firmware_dir; }
 
+  // The file system only: no lock needed (firmware_dir is fixed for the stager's life).
+  std::vector<firmware::Shadow> Shadowed(const std::vector<std::string>& paths) const override {
+    firmware::FirmwareSearch search;
+    search.host_root = shadow_.host_root;
+    search.class_path = firmware::ReadClassPath(shadow_.class_path_param);
+    search.kernel_release = shadow_.kernel_release;
+    return firmware::FindShadows(search, firmware_dir_, paths);
+  }
+
  private:
   mutable std::mutex mu_;
   firmware::Stager stager_;
+  ShadowOptions shadow_;
+  const std::string firmware_dir_ = stager_.options().firmware_dir;
 };
 
 }  // namespace kmodd::server

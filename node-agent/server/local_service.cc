@@ -1,15 +1,13 @@
 #include "node-agent/server/local_service.h"
 
-#include <sys/stat.h>
+#include <grpcpp/server_posix.h>
 
-#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <map>
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "common/file.h"
 #include "node-agent/server/wire.h"
 #include "proto/convert.h"
 
@@ -144,11 +142,26 @@ grpc::Status LocalService::Firmware(grpc::ServerContext* /*ctx*/,
   if (!deps_.firmware) {
     return grpc::Status::OK;
   }
-  for (const auto& f : deps_.firmware()) {
+  const std::vector<firmware::StagedFile> files = deps_.firmware();
+  std::map<std::string, std::string> shadows;  // path -> the host's file
+  if (deps_.shadowed) {
+    std::vector<std::string> paths;
+    paths.reserve(files.size());
+    for (const auto& f : files) {
+      paths.push_back(f.path);
+    }
+    for (const auto& s : deps_.shadowed(paths)) {
+      shadows[s.path] = s.host_file;
+    }
+  }
+  for (const auto& f : files) {
     v1::FirmwareFile* out = resp->add_files();
     out->set_path(f.path);
     for (const auto& o : f.owners) {
       out->add_owners(o);
+    }
+    if (auto s = shadows.find(f.path); s != shadows.end()) {
+      out->set_shadows(s->second);
     }
   }
   return grpc::Status::OK;
@@ -225,24 +238,14 @@ grpc::Status LocalService::Images(grpc::ServerContext* /*ctx*/, const v1::Images
 }
 
 absl::StatusOr<std::unique_ptr<LocalServer>> LocalServer::Start(const std::string& socket_path,
-                                                                LocalService& service) {
-  const fs::path dir = fs::path(socket_path).parent_path();
-  std::error_code ec;
-  if (!dir.empty() && !fs::exists(dir, ec)) {
-    // Only a directory the agent creates is made root-only: never chmod one it did not.
-    fs::create_directories(dir, ec);
-    if (ec) {
-      return ErrnoStatus(ec.value(), "cannot create the socket directory", dir.string());
-    }
-    if (::chmod(dir.c_str(), 0700) != 0) {
-      return ErrnoStatus(errno, "chmod 0700", dir.string());
-    }
+                                                                LocalService& service,
+                                                                Logger* log) {
+  auto socket = BindPrivateSocket(socket_path);
+  if (!socket.ok()) {
+    return socket.status();
   }
-  if (fs::is_socket(socket_path, ec)) {
-    fs::remove(socket_path, ec);  // a previous run's
-  }
+  // No listening port: connections come from the acceptor, after their peer is checked.
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials());
   builder.RegisterService(&service);
   grpc::ResourceQuota quota("kmodd-agent-local");
   quota.SetMaxThreads(kMaxThreads);
@@ -252,14 +255,28 @@ absl::StatusOr<std::unique_ptr<LocalServer>> LocalServer::Start(const std::strin
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 1);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on unix socket ", socket_path));
+    RemoveBoundSocket(*socket);
+    return absl::UnavailableError(absl::StrCat("cannot start the local Agent service on ",
+                                               socket_path));
   }
-  if (::chmod(socket_path.c_str(), 0600) != 0) {
-    const int err = errno;
-    server->Shutdown();
-    return ErrnoStatus(err, "chmod 0600", socket_path);
+  std::unique_ptr<LocalServer> out(new LocalServer(std::move(*socket), service, std::move(server)));
+  grpc::Server* grpc_server = out->server_.get();
+  auto acceptor = PeerCheckedAcceptor::Start(
+      out->socket_.fd.get(), [grpc_server](int fd) { grpc::AddInsecureChannelFromFd(grpc_server, fd); },
+      [log, path = socket_path](const RefusedPeer& p) {
+        if (log != nullptr) {
+          log->Warn("local client refused: only root may use the agent socket",
+                    {{"socket", path},
+                     {"uid", static_cast<int64_t>(p.uid)},
+                     {"pid", static_cast<int64_t>(p.pid)}});
+        }
+      });
+  if (!acceptor.ok()) {
+    out->Stop();
+    return acceptor.status();
   }
-  return std::unique_ptr<LocalServer>(new LocalServer(socket_path, service, std::move(server)));
+  out->acceptor_ = std::move(*acceptor);
+  return out;
 }
 
 LocalServer::~LocalServer() { Stop(); }
@@ -268,12 +285,18 @@ void LocalServer::Stop() {
   if (!server_) {
     return;
   }
+  // The acceptor first: nothing is handed to a server that is shutting down.
+  if (acceptor_) {
+    acceptor_->Stop();
+    refused_at_stop_ = acceptor_->refused();
+    acceptor_.reset();
+  }
   service_.Shutdown();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   server_->Wait();
   server_.reset();
-  std::error_code ec;
-  fs::remove(path_, ec);
+  RemoveBoundSocket(socket_);
+  (void)socket_.fd.Close(socket_.bound);
 }
 
 }  // namespace kmodd::server

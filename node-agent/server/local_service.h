@@ -1,8 +1,9 @@
 #pragma once
 
-// The local Agent service (agent.proto) for agentctl, on a unix socket only root can open:
-// the socket is 0600 and a directory the agent creates for it is 0700. A client of the
-// same state the Sync client reports; debugging overrides go to the reconciler.
+// The local Agent service (agent.proto) for agentctl, on a unix socket only root can use
+// (local_socket.h: bound in a 0700 directory of the agent's, every peer checked with
+// SO_PEERCRED). A client of the same state the Sync client reports; debugging overrides
+// go to the reconciler, validated as the controller's desired state is.
 
 #include <atomic>
 #include <functional>
@@ -13,10 +14,13 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
+#include "common/log.h"
+#include "firmware/shadow.h"
 #include "firmware/stager.h"
 #include "kmodd/v1/agent.grpc.pb.h"
 #include "node-agent/image/cache.h"
 #include "node-agent/server/agent_state.h"
+#include "node-agent/server/local_socket.h"
 #include "node-agent/server/node_info.h"
 #include "node-agent/server/reconciler.h"
 
@@ -28,6 +32,8 @@ struct LocalServiceDeps {
   NodeFacts facts;
   // The firmware ledger and its directory; empty when firmware is not staged.
   std::function<std::vector<firmware::StagedFile>()> firmware;
+  // Which of those paths shadow the host's own firmware; unset: none is reported.
+  std::function<std::vector<firmware::Shadow>(const std::vector<std::string>&)> shadowed;
   std::string firmware_dir;
   image::ImageCache* cache = nullptr;  // null: no image cache
 };
@@ -68,24 +74,31 @@ class LocalService final : public v1::Agent::Service {
   std::atomic<bool> stopping_{false};
 };
 
-// A gRPC server for `service` on a unix socket. A stale socket file is replaced; the file
-// is removed again by Stop.
+// A gRPC server for `service` on the agent's unix socket (BindPrivateSocket): connections
+// are accepted by a PeerCheckedAcceptor and only root's (or the agent's own uid's) reach
+// gRPC; each refused one is logged to `log` (may be null). Stop removes the socket again.
 class LocalServer {
  public:
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<LocalServer>> Start(
-      const std::string& socket_path, LocalService& service);
+      const std::string& socket_path, LocalService& service, Logger* log = nullptr);
   ~LocalServer();
   LocalServer(const LocalServer&) = delete;
   LocalServer& operator=(const LocalServer&) = delete;
   void Stop();
 
- private:
-  LocalServer(std::string path, LocalService& service, std::unique_ptr<grpc::Server> server)
-      : path_(std::move(path)), service_(service), server_(std::move(server)) {}
+  // The socket file itself: the configured path, or PATH.d/NAME behind a link at PATH.
+  const std::string& bound_path() const { return socket_.bound; }
+  int64_t refused_peers() const { return acceptor_ ? acceptor_->refused() : refused_at_stop_; }
 
-  std::string path_;
+ private:
+  LocalServer(BoundSocket socket, LocalService& service, std::unique_ptr<grpc::Server> server)
+      : socket_(std::move(socket)), service_(service), server_(std::move(server)) {}
+
+  BoundSocket socket_;
   LocalService& service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<PeerCheckedAcceptor> acceptor_;
+  int64_t refused_at_stop_ = 0;
 };
 
 grpc::Status ToGrpc(const absl::Status& s);

@@ -39,6 +39,8 @@ struct ModuleStatus {
   int64_t pull_bytes_done = 0;
   int64_t pull_bytes_total = 0;
   std::string desired_version;
+  // One sentence each: staged firmware shadowing the host's (see firmware/shadow.h).
+  std::vector<std::string> warnings;
 
   // Equality on what the reconciler decides, not on the timestamps AgentState stamps.
   bool SameAs(const ModuleStatus& o) const;

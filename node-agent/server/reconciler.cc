@@ -12,6 +12,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr auto kObserveRetry = std::chrono::seconds(1);
+// The host's firmware tree changes with its packages, not with kmodd: looked at again this
+// often even when nothing kmodd staged changed.
+constexpr auto kShadowRecheck = std::chrono::minutes(5);
 
 // An ImageStore whose answer is already known: the reconciler resolves images on the
 // pull pool, and Prepare must not pull on the worker.
@@ -435,6 +438,7 @@ void Reconciler::Pass() {
   }
   std::vector<reconcile::Action> actions = FailStatic(
       reconcile::PlanActions(prepared, *observed, journal_), in.authoritative, in.unload_overrides);
+  RefreshShadows();
   Publish(in, prepared, pulling, &*observed);
 
   reconcile::Executor exec(kernel_, firmware_, options_.journal_path, journal_);
@@ -473,6 +477,7 @@ void Reconciler::Pass() {
     }
   }
   auto after = kernel_.Observe();
+  RefreshShadows();
   Publish(in, prepared, pulling, after.ok() ? &*after : &*observed);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -483,6 +488,63 @@ void Reconciler::Pass() {
   }
   metrics_.RecordReconcile();
   finish();
+}
+
+void Reconciler::RefreshShadows() {
+  if (firmware_ == nullptr) {
+    return;
+  }
+  const auto now = Clock::now();
+  std::map<std::string, std::vector<std::string>> found;
+  bool changed = false;
+  for (auto it = shadow_checks_.begin(); it != shadow_checks_.end();) {
+    auto j = journal_.modules.find(it->first);
+    if (j == journal_.modules.end() || j->second.firmware.empty()) {
+      it = shadow_checks_.erase(it);
+      changed = true;
+    } else {
+      ++it;
+    }
+  }
+  for (const auto& [key, entry] : journal_.modules) {
+    if (entry.firmware.empty()) {
+      continue;
+    }
+    auto check = shadow_checks_.find(key);
+    if (check != shadow_checks_.end() && check->second.files == entry.firmware &&
+        now - check->second.at < kShadowRecheck) {
+      continue;
+    }
+    std::vector<std::string> warnings;
+    for (const firmware::Shadow& s : firmware_->Shadowed(entry.firmware)) {
+      warnings.push_back(firmware::ShadowWarning(s));
+    }
+    shadow_checks_[key] = ShadowCheck{entry.firmware, now};
+    found[key] = std::move(warnings);
+    changed = true;
+  }
+  if (!changed) {
+    return;
+  }
+  std::vector<std::pair<std::string, std::string>> fresh;  // module, warning
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = warnings_.begin(); it != warnings_.end();) {
+      it = shadow_checks_.count(it->first) == 0 ? warnings_.erase(it) : std::next(it);
+    }
+    for (auto& [key, warnings] : found) {
+      const std::vector<std::string>& before = warnings_[key];
+      for (const std::string& w : warnings) {
+        if (std::find(before.begin(), before.end(), w) == before.end()) {
+          fresh.emplace_back(key, w);
+        }
+      }
+      warnings_[key] = std::move(warnings);
+    }
+  }
+  for (const auto& [key, w] : fresh) {
+    log_.Warn("staged firmware shadows a host firmware file", {{"module", key}, {"warning", w}});
+  }
 }
 
 absl::StatusOr<Reconciler::PlanResult> Reconciler::Plan() {

@@ -133,6 +133,9 @@ class Reconciler {
   // Logs an in-tree reload's outcome and adds it to the agent's events.
   void ReportReload(const reconcile::Action& a, const absl::Status& s);
   bool GateOpen(const std::string& key);
+  // Looks again (at most every kShadowRecheck per Module, and whenever its staged files
+  // change) for staged firmware shadowing the host's; logs each new finding once.
+  void RefreshShadows();
   void Trigger();
   void PublishDesiredLocked();
 
@@ -169,6 +172,12 @@ class Reconciler {
 
   reconcile::Journal journal_;  // the worker's own
   std::string last_observe_error_;
+  struct ShadowCheck {  // the worker's own
+    std::vector<std::string> files;
+    std::chrono::steady_clock::time_point at;
+  };
+  std::map<std::string, ShadowCheck> shadow_checks_;
+  std::map<std::string, std::vector<std::string>> warnings_;  // under mu_, for Publish
   std::thread worker_;
   std::vector<std::thread> pullers_;
 };

@@ -55,6 +55,9 @@ void Reconciler::Publish(const Inputs& in, const std::vector<reconcile::DesiredM
       st.kernel_modules = j->second.loaded;
       st.firmware = j->second.firmware;
     }
+    if (auto w = warnings_.find(key); w != warnings_.end()) {
+      st.warnings = w->second;
+    }
   };
   for (size_t i = 0; i < in.modules.size() && i < prepared.size(); ++i) {
     const api::NodeModuleSpec& spec = in.modules[i];

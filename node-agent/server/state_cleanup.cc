@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "node-agent/server/local_socket.h"
 
 namespace kmodd::server {
 
@@ -101,7 +102,23 @@ StateCleanup RemoveAgentState(const std::string& state_dir, const std::string& s
   if (!socket_path.empty()) {
     const fs::path socket(socket_path);
     std::error_code sock_ec;
-    if (fs::is_socket(socket, sock_ec)) {
+    // In a shared directory the socket is PATH.d/NAME behind a link at PATH (local_socket.h):
+    // the link, that socket and PATH.d go; a link to anything else is not ours.
+    const fs::path private_dir(PrivateSocketDir(socket_path));
+    if (fs::is_symlink(socket, sock_ec) &&
+        fs::read_symlink(socket, sock_ec).string() == PrivateSocketLink(socket_path)) {
+      const fs::path inner = private_dir / socket.filename();
+      if (fs::is_socket(fs::symlink_status(inner, sock_ec)) && fs::remove(inner, sock_ec)) {
+        out.removed.push_back(inner.string());
+      }
+      if (fs::remove(socket, sock_ec)) {
+        out.removed.push_back(socket.string());
+      }
+      if (fs::is_directory(fs::symlink_status(private_dir, sock_ec)) &&
+          fs::is_empty(private_dir, sock_ec)) {
+        RemoveDir(private_dir, out);
+      }
+    } else if (fs::is_socket(fs::symlink_status(socket, sock_ec))) {
       if (fs::remove(socket, sock_ec)) {
         out.removed.push_back(socket.string());
       } else if (sock_ec) {

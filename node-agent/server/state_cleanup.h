@@ -19,8 +19,9 @@ struct StateCleanup {
 
 // Removes from `state_dir` the entries the agent writes (journal.json, desired.pb,
 // firmware-ledger.json, images/, firmware/, their lock files and the temporary files of
-// their atomic writes), then the directory when nothing else is in it; then the socket, and
-// its directory when that is named kmodd (/run/kmodd) and empty afterwards. A directory that
+// their atomic writes), then the directory when nothing else is in it; then the socket (and,
+// when the agent bound it in PATH.d behind a link at PATH, the link and PATH.d), and its
+// directory when that is named kmodd (/run/kmodd) and empty afterwards. A directory that
 // is a mount point (a hostPath volume in a pod, a dedicated disk) is emptied and left, its
 // lost+found kept. Missing paths are not errors.
 StateCleanup RemoveAgentState(const std::string& state_dir, const std::string& socket_path);

@@ -68,6 +68,9 @@ v1::ModuleStatus ToProto(const ModuleStatus& s) {
   for (const auto& f : s.firmware) {
     m.add_firmware(f);
   }
+  for (const auto& w : s.warnings) {
+    m.add_warnings(w);
+  }
   m.set_since_unix_ms(s.since_unix_ms);
   m.set_updated_unix_ms(s.updated_unix_ms);
   m.set_pull_bytes_done(s.pull_bytes_done);

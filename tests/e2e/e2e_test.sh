@@ -15,6 +15,9 @@
 #   insert-deps-order-nodep  the same from an image without modules.dep (modinfo)
 #   firmware-and-unload      firmware staged, requested by the module and loaded;
 #                            firmware_class.path set and restored; unload order; cleanup
+#   firmware-shadows         a staged file with the name of one in the host's /lib/firmware:
+#                            the kernel loads the staged one (firmware_class.path first);
+#                            staged anyway, and apply warns naming both files
 #   in-tree-swap             an in-tree namesake is not taken for ours; the in-tree module
 #                            removed and the OOT one inserted; the Module deleted: ours
 #                            gone, the in-tree one loaded again, unless another desired
@@ -511,6 +514,38 @@ EOF
   expect_nonzero broken.state
 }
 
+case_firmware_shadows() {
+  module fw /img kmm_ci_fw 'modprobe.firmwarePath: /firmware' | config desired.yaml
+  guest <<'EOF'
+mkdir -p /lib/firmware/kmm_ci_fw
+printf 'HOST-FIRMWARE-00' >/lib/firmware/kmm_ci_fw/fw.bin
+run host insmod $M/kmm_ci_fw.ko
+run host.rm rmmod kmm_ci_fw
+apply load desired.yaml --firmware-class-path
+snap load
+run load.cmp cmp /img/firmware/kmm_ci_fw/fw.bin /var/lib/firmware/kmm_ci_fw/fw.bin
+run host.cmp cmp /lib/firmware/kmm_ci_fw/fw.bin /var/lib/firmware/kmm_ci_fw/fw.bin
+apply unload empty.yaml --firmware-class-path
+EOF
+  boot
+  # Without kmodd the kernel loads the host's file (16 bytes, "HOST-FIR").
+  expect_rc host 0
+  expect_in "$g/dmesg" "kmm_ci_fw: firmware kmm_ci_fw/fw.bin loaded, size=16 first=484f53542d464952"
+  # With kmodd's staged copy on firmware_class.path, the staged one: staged, not refused.
+  expect_rc load 0
+  expect_in "$(sec load.out)" "converged: true"
+  expect_loaded load kmm_ci_fw
+  expect_rc load.cmp 0
+  expect_nonzero host.cmp
+  expect_in "$g/dmesg" "kmm_ci_fw: firmware kmm_ci_fw/fw.bin loaded, size=64 first=4b4d4d43492d4657"
+  # And kmodd says so, naming both files, in the report and on stderr.
+  local w="staged firmware /var/lib/firmware/kmm_ci_fw/fw.bin shadows the host's /lib/firmware/kmm_ci_fw/fw.bin: the kernel loads the staged file instead"
+  expect_in "$(sec load.out)" "warnings:"
+  expect_in "$(sec load.out)" "$w"
+  expect_in "$(sec load.err)" "warning: e2e/fw: $w"
+  expect_rc unload 0
+}
+
 case_reboot() {
   {
     module a /img kmm_ci_a
@@ -549,6 +584,7 @@ case "$case_name" in
   insert-deps-order) case_insert_deps /img ;;
   insert-deps-order-nodep) case_insert_deps /img-nodep ;;
   firmware-and-unload) case_firmware_and_unload ;;
+  firmware-shadows) case_firmware_shadows ;;
   in-tree-swap) case_in_tree_swap ;;
   in-tree-rollback) case_in_tree_rollback ;;
   in-use-refused) case_in_use_refused ;;

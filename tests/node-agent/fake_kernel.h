@@ -129,6 +129,17 @@ class FakeFirmware : public reconcile::FirmwareStore {
     staged.erase(owner);
     return absl::OkStatus();
   }
+  // Staged path -> the host file it shadows (set before the reconciler starts).
+  std::map<std::string, std::string> host_files;
+  std::vector<firmware::Shadow> Shadowed(const std::vector<std::string>& paths) const override {
+    std::vector<firmware::Shadow> out;
+    for (const auto& p : paths) {
+      if (auto it = host_files.find(p); it != host_files.end()) {
+        out.push_back({p, "/var/lib/firmware/" + p, it->second});
+      }
+    }
+    return out;
+  }
 };
 
 }  // namespace kmodd::testing

@@ -102,6 +102,21 @@ TEST_CASE("status -o wide adds the error class, image, desired version and kerne
         "r1-2      m, m_dep\n");
 }
 
+TEST_CASE("status lists a module's warnings under the table, naming the module") {
+  v1::StatusResponse s;
+  auto loaded = Module("gpu", "xe", v1::LOADED);
+  loaded.set_since_unix_ms(Ago(1));
+  loaded.add_warnings("staged firmware /var/lib/firmware/xe/guc.bin shadows the host's "
+                      "/lib/firmware/xe/guc.bin: the kernel loads the staged file instead");
+  *s.add_modules() = loaded;
+  CHECK(StatusTable(s, kNow, false) ==
+        "MODULE   PHASE    VERSION   IMAGE-DIGEST   SINCE   MESSAGE\n"
+        "gpu/xe   Loaded   <none>    <none>         1s\n"
+        "\nWarnings:\n"
+        "  gpu/xe: staged firmware /var/lib/firmware/xe/guc.bin shadows the host's "
+        "/lib/firmware/xe/guc.bin: the kernel loads the staged file instead\n");
+}
+
 TEST_CASE("status of a disconnected agent with no modules says so") {
   v1::StatusResponse s;
   s.mutable_node()->set_name("n");
@@ -158,8 +173,13 @@ TEST_CASE("firmware and images print as tables") {
   file->add_owners("intel-gpu/gpu-xe");
   CHECK(FirmwareText(f) ==
         "Firmware directory: /lib/firmware/updates\n"
-        "PATH               OWNERS\n"
-        "intel/xe/guc.bin   intel-gpu/gpu-xe\n");
+        "PATH               OWNERS             SHADOWS\n"
+        "intel/xe/guc.bin   intel-gpu/gpu-xe   <none>\n");
+  file->set_shadows("/lib/firmware/intel/xe/guc.bin");
+  CHECK(FirmwareText(f) ==
+        "Firmware directory: /lib/firmware/updates\n"
+        "PATH               OWNERS             SHADOWS\n"
+        "intel/xe/guc.bin   intel-gpu/gpu-xe   /lib/firmware/intel/xe/guc.bin\n");
 
   v1::ImagesResponse r;
   auto* i = r.add_images();

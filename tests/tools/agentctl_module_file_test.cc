@@ -71,6 +71,16 @@ TEST_CASE("load refuses an entry the agent would refuse, naming the file and fie
   CHECK(std::string(broken.status().message()).rfind("y.yaml:", 0) == 0);
 
   CHECK_FALSE(ParseModuleFile("", "empty.yaml").ok());
+
+  // The controller's rules, as the agent applies them to a desired state.
+  auto hostile = ParseModuleFile(
+      "name: a\nnamespace: ns\nconfig:\n  kernelVersion: '6.1'\n  containerImage: reg/a:1\n"
+      "  modprobe: {moduleName: a, dirName: ../../etc, firmwarePath: /etc}\n",
+      "hostile.yaml");
+  REQUIRE_FALSE(hostile.ok());
+  CHECK(std::string(hostile.status().message()) ==
+        "hostile.yaml: module ns/a: config.modprobe.dirName: \"../../etc\" is not an absolute "
+        "path; use an absolute path without '.', '..', '//' or a trailing '/', e.g. /opt");
 }
 
 }  // namespace

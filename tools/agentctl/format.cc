@@ -188,7 +188,15 @@ std::string StatusTable(const v1::StatusResponse& s, int64_t now_ms, bool wide) 
     }
     rows.push_back(std::move(r));
   }
-  return RenderTable(rows);
+  std::string out = RenderTable(rows);
+  // Nothing failed, but the operator should know (staged firmware shadowing the host's).
+  std::string warnings;
+  for (const auto& m : s.modules()) {
+    for (const auto& w : m.warnings()) {
+      absl::StrAppend(&warnings, "  ", ModuleKey(m), ": ", w, "\n");
+    }
+  }
+  return warnings.empty() ? out : absl::StrCat(out, "\nWarnings:\n", warnings);
 }
 
 std::string EventsHeader() { return absl::StrFormat("%-12s %-16s %-28s %s\n", "TIME", "KIND", "MODULE", "MESSAGE"); }
@@ -238,9 +246,10 @@ std::string FirmwareText(const v1::FirmwareResponse& f) {
   if (f.files().empty()) {
     return out + "No firmware staged.\n";
   }
-  std::vector<Row> rows = {{"PATH", "OWNERS"}};
+  std::vector<Row> rows = {{"PATH", "OWNERS", "SHADOWS"}};
   for (const auto& file : f.files()) {
-    rows.push_back({file.path(), JoinOrNone({file.owners().begin(), file.owners().end()})});
+    rows.push_back({file.path(), JoinOrNone({file.owners().begin(), file.owners().end()}),
+                    OrNone(file.shadows())});
   }
   return out + RenderTable(rows);
 }

@@ -27,7 +27,8 @@ std::string PullProgress(int64_t done, int64_t total);
 // PENDING -> "Pending": the spelling people read; -o json|yaml keep the proto names.
 std::string PhaseName(v1::Phase phase);
 
-// `status`: a line about the node and the controller, then one row per module.
+// `status`: a line about the node and the controller, then one row per module, then the
+// modules' warnings, if any.
 std::string StatusHeader(const v1::StatusResponse& s, int64_t now_ms);
 std::string StatusTable(const v1::StatusResponse& s, int64_t now_ms, bool wide);
 
@@ -39,7 +40,8 @@ std::string EventLine(const v1::Event& e, absl::TimeZone tz);
 // `plan`: the actions and the problems, or a sentence saying there is nothing to do.
 std::string PlanText(const v1::PlanResponse& p);
 
-// `firmware`: PATH OWNERS.
+// `firmware`: PATH OWNERS SHADOWS (the host's own file that the staged one hides from the
+// kernel, "<none>" when none).
 std::string FirmwareText(const v1::FirmwareResponse& f);
 
 // `images`: TREE REFERENCES IN-USE SIZE, then what --prune removed.

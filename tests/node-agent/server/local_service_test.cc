@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <functional>
 
 #include "kmodd/v1/agent.grpc.pb.h"
 #include "node-agent/server/local_service.h"
@@ -157,4 +158,80 @@ TEST_CASE("the local service lists the firmware ledger and has no images without
   v1::ImagesResponse images;
   CHECK(r.stub->Images(&ictx, v1::ImagesRequest(), &images).error_code() ==
         grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+TEST_CASE("a hostile load override is refused naming the field, and nothing changes", "[server][local]") {
+  LocalRig r;
+  struct Row {
+    const char* what;
+    std::function<void(kmodd::api::NodeModuleSpec&)> breaks;
+    const char* field;
+  };
+  const std::vector<Row> rows = {
+      {"dirName climbing out of the image",
+       [](auto& s) {
+         s.config.modprobe.dir_name = "../../etc";
+         s.config.modprobe.firmware_path = "/etc";
+       },
+       "module ns/a: config.modprobe.dirName: \"../../etc\" is not an absolute path"},
+      {"firmwarePath climbing out of the image",
+       [](auto& s) { s.config.modprobe.firmware_path = "/firmware/../../../etc"; },
+       "module ns/a: config.modprobe.firmwarePath: \"/firmware/../../../etc\" has a '..' "
+       "component"},
+      {"firmwarePath naming the whole image", [](auto& s) { s.config.modprobe.firmware_path = "/"; },
+       "module ns/a: config.modprobe.firmwarePath: \"/\" names the whole image"},
+  };
+  for (const auto& row : rows) {
+    SECTION(row.what) {
+      kmodd::api::NodeModuleSpec spec = Spec("ns", "a", r.image, "mod_a");
+      row.breaks(spec);
+      v1::OverrideRequest req;
+      *req.mutable_module() = kmodd::proto::ToProto(spec);
+      grpc::ClientContext ctx;
+      v1::OverrideResponse resp;
+      const grpc::Status s = r.stub->Load(&ctx, req, &resp);
+      CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+      CHECK_THAT(s.error_message(), Catch::StartsWith(row.field));
+      // Nothing changed: no override, no module, nothing planned, nothing in the kernel.
+      const auto status = r.Status();
+      CHECK(status.overrides_size() == 0);
+      CHECK(status.modules_size() == 0);
+      CHECK(status.desired_source().empty());
+      grpc::ClientContext pctx;
+      v1::PlanResponse plan;
+      REQUIRE(r.stub->Plan(&pctx, v1::PlanRequest(), &plan).ok());
+      CHECK(plan.actions_size() == 0);
+      CHECK(plan.problems_size() == 0);
+      CHECK(r.kernel.With([](auto& k) { return k.loaded.empty(); }));
+    }
+  }
+}
+
+TEST_CASE("the local service marks a staged firmware file that shadows the host's", "[server][local]") {
+  LocalRig r;
+  kmodd::server::LocalServiceDeps deps;
+  deps.state = &r.state;
+  deps.reconciler = r.rec.get();
+  deps.firmware = [] {
+    std::vector<kmodd::firmware::StagedFile> files(2);
+    files[0].path = "kmm_ci_fw/fw.bin";
+    files[1].path = "other/x.bin";
+    return files;
+  };
+  deps.shadowed = [](const std::vector<std::string>& paths) {
+    std::vector<kmodd::firmware::Shadow> out;
+    for (const auto& p : paths) {
+      if (p == "kmm_ci_fw/fw.bin") {
+        out.push_back({p, "/var/lib/firmware/" + p, "/lib/firmware/" + p});
+      }
+    }
+    return out;
+  };
+  kmodd::server::LocalService service(std::move(deps));
+  grpc::ServerContext ctx;
+  v1::FirmwareResponse fw;
+  REQUIRE(service.Firmware(&ctx, nullptr, &fw).ok());
+  REQUIRE(fw.files_size() == 2);
+  CHECK(fw.files(0).shadows() == "/lib/firmware/kmm_ci_fw/fw.bin");
+  CHECK(fw.files(1).shadows().empty());
 }
