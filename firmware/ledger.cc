@@ -7,7 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/value.h"
-#include "firmware/beneath.h"
+#include "firmware/files.h"
 
 namespace kmodd::firmware {
 namespace {

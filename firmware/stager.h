@@ -15,7 +15,7 @@
 // file whose content is not what its ledger says kmodd wrote.
 //
 // Safety. Only regular files are staged; symlinks, devices, FIFOs and sockets in an image are
-// errors. Paths below both roots are walked with O_NOFOLLOW (see beneath.h), so nothing is
+// errors. Paths below both roots never follow a symlink (see common/beneath.h), so nothing is
 // ever read or written through a symlink, inside firmware_dir or outside it.
 //
 // Concurrency. A Stager holds an exclusive lock on `<ledger_path>.lock` for its lifetime: one
@@ -28,7 +28,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "firmware/beneath.h"
+#include "firmware/files.h"
 #include "firmware/ledger.h"
 
 namespace kmodd::firmware {

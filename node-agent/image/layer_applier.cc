@@ -11,10 +11,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/beneath.h"
 #include "common/file.h"
 #include "node-agent/image/layer_path.h"
 #include "node-agent/image/layer_writer.h"
-#include "node-agent/image/staging_fs.h"
 #include "node-agent/image/tar_reader.h"
 
 namespace kmodd::image {
@@ -182,7 +182,7 @@ absl::StatusOr<LayerApplier> LayerApplier::Begin(std::string final_dir, Limits l
     return ErrnoStatus(ec.value(), "create directory", parent);
   }
   auto state = std::make_shared<internal::ApplierState>();
-  absl::StatusOr<Fd> parent_fd = OpenDirPath(parent);
+  absl::StatusOr<Fd> parent_fd = OpenRoot(parent);
   if (!parent_fd.ok()) {
     return parent_fd.status();
   }

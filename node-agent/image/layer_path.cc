@@ -13,22 +13,6 @@ constexpr std::string_view kOpaque = ".wh..wh..opq";
 
 }  // namespace
 
-std::vector<std::string_view> Components(std::string_view path) {
-  std::vector<std::string_view> out;
-  size_t start = 0;
-  while (start <= path.size()) {
-    size_t end = path.find('/', start);
-    if (end == std::string_view::npos) {
-      end = path.size();
-    }
-    if (end > start) {
-      out.push_back(path.substr(start, end - start));
-    }
-    start = end + 1;
-  }
-  return out;
-}
-
 bool IsBeneath(std::string_view path, std::string_view dir) {
   return dir.empty() || path == dir ||
          (path.size() > dir.size() && path.substr(0, dir.size()) == dir && path[dir.size()] == '/');
@@ -64,14 +48,6 @@ size_t PathDepth(std::string_view path) {
   return path.empty() ? 0 : static_cast<size_t>(std::count(path.begin(), path.end(), '/')) + 1;
 }
 
-std::pair<std::string_view, std::string_view> SplitParent(std::string_view path) {
-  const size_t slash = path.rfind('/');
-  if (slash == std::string_view::npos) {
-    return {std::string_view(), path};
-  }
-  return {path.substr(0, slash), path.substr(slash + 1)};
-}
-
 absl::Status CheckSymlinkTarget(std::string_view link_path, std::string_view target) {
   if (target.empty()) {
     return absl::InvalidArgumentError("symlink with an empty target");
@@ -82,7 +58,7 @@ absl::Status CheckSymlinkTarget(std::string_view link_path, std::string_view tar
                      "\" is absolute (it would leave the image root)"));
   }
   // Directories available to climb: the link's parents.
-  size_t climbable = PathDepth(SplitParent(link_path).first);
+  size_t climbable = PathDepth(SplitParentView(link_path).first);
   bool named = false;
   for (std::string_view part : Components(target)) {
     if (part == ".") {
@@ -106,7 +82,7 @@ absl::Status CheckSymlinkTarget(std::string_view link_path, std::string_view tar
 }
 
 absl::StatusOr<Whiteout> ClassifyWhiteout(std::string_view path) {
-  const auto [parent, base] = SplitParent(path);
+  const auto [parent, base] = SplitParentView(path);
   Whiteout w;
   if (base.substr(0, kWhiteoutPrefix.size()) != kWhiteoutPrefix) {
     return w;

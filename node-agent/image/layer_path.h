@@ -1,14 +1,16 @@
 #pragma once
 
 // Pure rules about paths inside a layer: normalisation, the keep filter, whiteouts and where
-// a symlink may point. No I/O; layer_writer.cc applies them.
+// a symlink may point. No I/O; layer_writer.cc applies them. Splitting and joining paths, and
+// resolving them on disk without following symlinks, are not the image's: common/rel_path.h
+// and common/beneath.h.
 
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/rel_path.h"
 
 namespace kmodd::image {
 
@@ -17,17 +19,11 @@ namespace kmodd::image {
 // well-formed layers have neither, and rewriting them would only hide a hostile image.
 [[nodiscard]] absl::StatusOr<std::string> NormalizeEntryPath(std::string_view raw);
 
-// The non-empty components of a path, "/"-separated ("a//b/" -> {"a", "b"}).
-std::vector<std::string_view> Components(std::string_view path);
-
 // `path` is `dir` or beneath it (normalised paths; every path is beneath "").
 bool IsBeneath(std::string_view path, std::string_view dir);
 
 // Number of components of a normalised path ("" has 0).
 size_t PathDepth(std::string_view path);
-
-// "a/b/c" -> {"a/b", "c"}; "c" -> {"", "c"}.
-std::pair<std::string_view, std::string_view> SplitParent(std::string_view path);
 
 // Whether a symlink at normalised path `link_path` with target `target` stays beneath the
 // root. Only relative targets of the form (../)*name(/name)* qualify (with "." and empty

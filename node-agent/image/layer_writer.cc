@@ -36,6 +36,40 @@ absl::Status ChmodDir(int at, const std::string& name, mode_t mode, const std::s
   return absl::OkStatus();
 }
 
+// The directory `rel` beneath the staging root, created (0755) where missing. Image content
+// never redirects a write: a component that is a symlink or not a directory rejects the image.
+absl::StatusOr<Fd> MakeDirsBeneath(const Fd& root, std::string_view rel) {
+  absl::StatusOr<DirWalk> walk = WalkDirCreating(root, "", rel, 0755);
+  if (!walk.ok()) {
+    return walk.status();
+  }
+  switch (walk->end) {
+    case DirWalk::kOpened:
+      return std::move(walk->dir);
+    case DirWalk::kSymlink:
+      return absl::InvalidArgumentError(
+          absl::StrCat(walk->at, ": is a symlink; refusing to write through it"));
+    case DirWalk::kNotDirectory:
+      return absl::InvalidArgumentError(absl::StrCat(walk->at, ": is not a directory"));
+    case DirWalk::kAbsent:
+      break;
+  }
+  return absl::UnavailableError(absl::StrCat(walk->at, ": vanished after being created"));
+}
+
+// The directory `rel` if every component is a real directory; nullopt otherwise (absent, a
+// symlink or a file on the way): then nothing beneath it is this image's to act on.
+absl::StatusOr<std::optional<Fd>> OpenDirIfPresent(const Fd& root, std::string_view rel) {
+  absl::StatusOr<DirWalk> walk = WalkDir(root, "", rel);
+  if (!walk.ok()) {
+    return walk.status();
+  }
+  if (walk->end != DirWalk::kOpened) {
+    return std::optional<Fd>();
+  }
+  return std::optional<Fd>(std::move(walk->dir));
+}
+
 }  // namespace
 
 absl::Status LayerWriter::Reject(std::string_view rule) const {
@@ -94,7 +128,7 @@ absl::Status LayerWriter::OnEntry(const TarEntry& e) {
   if (!filter_.Keeps(*path)) {
     if (filter_.Encloses(*path) && e.type != TarType::kDirectory && !touched_.Covers(*path)) {
       // A non-directory replaces a directory holding kept content: that content is gone.
-      const auto [parent, name] = SplitParent(*path);
+      const auto [parent, name] = SplitParentView(*path);
       absl::StatusOr<std::optional<Fd>> dir = OpenDirIfPresent(root_, parent);
       if (!dir.ok()) {
         return Annotate(dir.status());
@@ -131,7 +165,7 @@ absl::Status LayerWriter::ApplyWhiteout(const Whiteout& w) {
   if (touched_.Covers(w.target)) {
     return absl::OkStatus();
   }
-  const auto [parent, name] = SplitParent(w.target);
+  const auto [parent, name] = SplitParentView(w.target);
   absl::StatusOr<std::optional<Fd>> dir = OpenDirIfPresent(root_, parent);
   if (!dir.ok()) {
     return Annotate(dir.status());
@@ -161,7 +195,7 @@ absl::Status LayerWriter::WriteEntry(const TarEntry& e, const std::string& path)
       return Annotate(s);
     }
   }
-  const auto [parent_view, name_view] = SplitParent(path);
+  const auto [parent_view, name_view] = SplitParentView(path);
   const std::string parent(parent_view), name(name_view);
   absl::StatusOr<const Fd*> dir = ParentDir(parent);
   if (!dir.ok()) {
@@ -225,7 +259,7 @@ absl::Status LayerWriter::WriteHardlink(const TarEntry& e, const std::string& pa
   if (!filter_.Keeps(*target)) {
     return Reject(absl::StrCat("hardlink target \"", e.link, "\" is outside the extracted paths"));
   }
-  const auto [tparent, tname] = SplitParent(*target);
+  const auto [tparent, tname] = SplitParentView(*target);
   absl::StatusOr<std::optional<Fd>> tdir = OpenDirIfPresent(root_, tparent);
   if (!tdir.ok()) {
     return Annotate(tdir.status());

@@ -15,7 +15,9 @@
 //    Ownership and timestamps are not applied: everything belongs to the agent.
 //  - symlink targets must satisfy CheckSymlinkTarget; hardlinks must name a regular file
 //    already written beneath the root.
-//  - no write, create or removal follows a symlink (staging_fs.h).
+//  - no write, create or removal follows a symlink (common/beneath.h): a component that is
+//    a symlink or not a directory rejects the image; whiteouts and removals act on the link,
+//    never on what it points to.
 //
 // Every error is "entry \"<path as in the archive>\": <rule>"; the sink prefixes the layer.
 
@@ -26,9 +28,9 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "common/beneath.h"
 #include "node-agent/image/layer_limits.h"
 #include "node-agent/image/layer_path.h"
-#include "node-agent/image/staging_fs.h"
 #include "node-agent/image/tar_reader.h"
 
 namespace kmodd::image {

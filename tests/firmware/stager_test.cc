@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "firmware/beneath.h"
+#include "firmware/files.h"
 #include "firmware/identity.h"
 #include "firmware/stager.h"
 

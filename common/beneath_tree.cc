@@ -1,4 +1,5 @@
-#include "node-agent/image/staging_fs.h"
+// Entries inside a directory already opened beneath a root (beneath.cc opens it): what a name
+// is, removing and pruning without crossing a symlink, writing, flushing.
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -7,27 +8,13 @@
 
 #include <cerrno>
 
-#include "absl/strings/str_cat.h"
+#include "common/beneath.h"
 #include "common/file.h"
-#include "node-agent/image/layer_path.h"
 
-namespace kmodd::image {
+namespace kmodd {
 namespace {
 
 constexpr int kDirFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
-
-std::string Join(std::string_view dir, std::string_view name) {
-  return dir.empty() ? std::string(name) : absl::StrCat(std::string(dir), "/", std::string(name));
-}
-
-absl::Status NotADirectory(const Fd& dir, const std::string& name, const std::string& display) {
-  struct stat st {};
-  if (fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(display, ": is a symlink; refusing to write through it"));
-  }
-  return absl::InvalidArgumentError(absl::StrCat(display, ": is not a directory"));
-}
 
 // The names in `dir`, read before any of them is changed.
 absl::StatusOr<std::vector<std::string>> ListNames(const Fd& dir, const std::string& display) {
@@ -61,64 +48,11 @@ absl::StatusOr<std::vector<std::string>> ListNames(const Fd& dir, const std::str
 
 }  // namespace
 
-absl::StatusOr<Fd> OpenDirPath(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) {
-    return ErrnoStatus(errno, "open directory", path);
-  }
-  return Fd(fd);
-}
-
-absl::StatusOr<Fd> MakeDirsBeneath(const Fd& root, std::string_view rel) {
-  Fd cur(fcntl(root.get(), F_DUPFD_CLOEXEC, 0));
-  if (!cur.valid()) {
-    return ErrnoStatus(errno, "dup", "staging root");
-  }
-  std::string walked;
-  for (std::string_view part : Components(rel)) {
-    const std::string name(part);
-    walked = Join(walked, name);
-    int fd = openat(cur.get(), name.c_str(), kDirFlags);
-    if (fd < 0 && errno == ENOENT) {
-      if (mkdirat(cur.get(), name.c_str(), 0755) != 0 && errno != EEXIST) {
-        return ErrnoStatus(errno, "mkdir", walked);
-      }
-      fd = openat(cur.get(), name.c_str(), kDirFlags);
-    }
-    if (fd < 0) {
-      if (errno == ELOOP || errno == ENOTDIR) {
-        return NotADirectory(cur, name, walked);
-      }
-      return ErrnoStatus(errno, "open directory", walked);
-    }
-    cur = Fd(fd);
-  }
-  return cur;
-}
-
-absl::StatusOr<std::optional<Fd>> OpenDirIfPresent(const Fd& root, std::string_view rel) {
-  Fd cur(fcntl(root.get(), F_DUPFD_CLOEXEC, 0));
-  if (!cur.valid()) {
-    return ErrnoStatus(errno, "dup", "staging root");
-  }
-  std::string walked;
-  for (std::string_view part : Components(rel)) {
-    const std::string name(part);
-    walked = Join(walked, name);
-    const int fd = openat(cur.get(), name.c_str(), kDirFlags);
-    if (fd < 0) {
-      if (errno == ENOENT || errno == ELOOP || errno == ENOTDIR) {
-        return std::optional<Fd>();
-      }
-      return ErrnoStatus(errno, "open directory", walked);
-    }
-    cur = Fd(fd);
-  }
-  return std::optional<Fd>(std::move(cur));
-}
-
 absl::StatusOr<NodeKind> KindOf(const Fd& dir, const std::string& name,
                                 const std::string& display) {
+  if (absl::Status s = internal::CheckName(name, display); !s.ok()) {
+    return s;
+  }
   struct stat st {};
   if (fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
     if (errno == ENOENT) {
@@ -141,6 +75,8 @@ absl::Status RemoveBeneath(const Fd& dir, const std::string& name, const std::st
     return absl::OkStatus();
   }
   if (*kind == NodeKind::kDirectory) {
+    // O_NOFOLLOW: if it became a symlink since KindOf, this fails instead of emptying its
+    // target.
     const int fd = openat(dir.get(), name.c_str(), kDirFlags);
     if (fd < 0) {
       return ErrnoStatus(errno, "open directory", display);
@@ -165,7 +101,7 @@ absl::Status PruneDir(const Fd& dir, const std::string& rel,
     return names.status();
   }
   for (const std::string& name : *names) {
-    const std::string path = Join(rel, name);
+    const std::string path = JoinPath(rel, name);
     if (!keep(path)) {
       if (absl::Status s = RemoveBeneath(dir, name, path); !s.ok()) {
         return s;
@@ -202,4 +138,11 @@ absl::Status WriteAll(const Fd& fd, const char* data, size_t n, const std::strin
   return absl::OkStatus();
 }
 
-}  // namespace kmodd::image
+absl::Status SyncDir(const Fd& dir, const std::string& display) {
+  if (fsync(dir.get()) != 0 && errno != EINVAL) {
+    return ErrnoStatus(errno, "fsync directory", display);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kmodd
