@@ -444,6 +444,25 @@ absl::Status JsonFramer::Feed(const char* data, size_t n, const Sink& sink) {
   return absl::OkStatus();
 }
 
+const char* JsonTypeName(const Value& v) {
+  if (v.IsMap()) {
+    return "an object";
+  }
+  if (v.IsList()) {
+    return "a list";
+  }
+  if (v.IsString()) {
+    return "a string";
+  }
+  if (v.IsInt()) {
+    return "a number";
+  }
+  if (v.IsBool()) {
+    return "a boolean";
+  }
+  return "null";
+}
+
 const Value* Lookup(const Value& v, std::initializer_list<std::string_view> path) {
   const Value* at = &v;
   for (std::string_view key : path) {

@@ -69,6 +69,10 @@ class JsonFramer {
   bool escaped_ = false;
 };
 
+// What a value is, for messages: "an object", "a list", "a string", "a number", "a boolean",
+// "null".
+const char* JsonTypeName(const Value& v);
+
 // Lookups through nested maps: {"metadata", "name"}. Absent or of another type: "" or 0.
 const Value* Lookup(const Value& v, std::initializer_list<std::string_view> path);
 std::string StringAt(const Value& v, std::initializer_list<std::string_view> path);

@@ -11,25 +11,6 @@ namespace {
 constexpr char kKey[] = ".dockerconfigjson";
 constexpr char kField[] = "data[\".dockerconfigjson\"]";  // as messages name it
 
-const char* TypeName(const Value& v) {
-  if (v.IsMap()) {
-    return "an object";
-  }
-  if (v.IsList()) {
-    return "a list";
-  }
-  if (v.IsString()) {
-    return "a string";
-  }
-  if (v.IsInt()) {
-    return "a number";
-  }
-  if (v.IsBool()) {
-    return "a boolean";
-  }
-  return "null";
-}
-
 // A key as a message shows it: escaped, and cut short (a status condition is no place for
 // a hostile key of a hundred kilobytes).
 std::string Shown(const std::string& key) {
@@ -46,12 +27,12 @@ absl::Status Invalid(const std::string& where, const std::string& what) {
 // One auths entry, as the agent reads it: absent or null fields are not set.
 absl::Status CheckEntry(const std::string& where, const Value& entry) {
   if (!entry.IsMap()) {
-    return Invalid(where, absl::StrCat(": expected an object, got ", TypeName(entry)));
+    return Invalid(where, absl::StrCat(": expected an object, got ", JsonTypeName(entry)));
   }
   for (const char* field : {"auth", "username", "password"}) {
     const Value* v = entry.Find(field);
     if (v != nullptr && !v->IsNull() && !v->IsString()) {
-      return Invalid(where, absl::StrCat(".", field, ": expected a string, got ", TypeName(*v)));
+      return Invalid(where, absl::StrCat(".", field, ": expected a string, got ", JsonTypeName(*v)));
     }
   }
   const Value* auth = entry.Find("auth");
@@ -80,14 +61,14 @@ absl::Status CheckDockerConfig(std::string_view json) {
     return Invalid("", absl::StrCat("not valid JSON: ", root.status().message()));
   }
   if (!root->IsMap()) {
-    return Invalid("", absl::StrCat("expected a JSON object, got ", TypeName(*root)));
+    return Invalid("", absl::StrCat("expected a JSON object, got ", JsonTypeName(*root)));
   }
   const Value* auths = root->Find("auths");
   if (auths == nullptr || auths->IsNull()) {
     return Invalid("", "no \"auths\" object");
   }
   if (!auths->IsMap()) {
-    return Invalid("auths", absl::StrCat(": expected an object, got ", TypeName(*auths)));
+    return Invalid("auths", absl::StrCat(": expected an object, got ", JsonTypeName(*auths)));
   }
   // Every entry, not only those of the registries in use: the agent refuses the whole file
   // for one bad entry.

@@ -52,7 +52,7 @@ absl::StatusOr<std::string> LayoutManifest(const std::string& text, const std::s
     const std::string at = absl::StrCat(where, ": manifests[", i, "]");
     if (!list[i].IsMap()) {
       return absl::InvalidArgumentError(absl::StrCat(at, ": expected an object, got ",
-                                                     TypeName(list[i])));
+                                                     JsonTypeName(list[i])));
     }
     absl::StatusOr<const Value*> annotations = OptionalObject(list[i], "annotations", at);
     if (!annotations.ok()) {

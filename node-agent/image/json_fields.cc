@@ -10,7 +10,7 @@ namespace {
 absl::Status WrongShape(const std::string& where, std::string_view key, const char* want,
                         const Value& got) {
   return absl::InvalidArgumentError(
-      absl::StrCat(where, ".", std::string(key), ": expected ", want, ", got ", TypeName(got)));
+      absl::StrCat(where, ".", std::string(key), ": expected ", want, ", got ", JsonTypeName(got)));
 }
 
 absl::Status Missing(const std::string& where, std::string_view key) {
@@ -32,28 +32,9 @@ absl::StatusOr<Value> ParseObject(std::string_view text, const std::string& doc)
   }
   if (!v->IsMap()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(doc, ": expected a JSON object, got ", TypeName(*v)));
+        absl::StrCat(doc, ": expected a JSON object, got ", JsonTypeName(*v)));
   }
   return v;
-}
-
-const char* TypeName(const Value& v) {
-  if (v.IsMap()) {
-    return "an object";
-  }
-  if (v.IsList()) {
-    return "a list";
-  }
-  if (v.IsString()) {
-    return "a string";
-  }
-  if (v.IsInt()) {
-    return "a number";
-  }
-  if (v.IsBool()) {
-    return "a boolean";
-  }
-  return "null";
 }
 
 absl::StatusOr<const Value*> OptionalObject(const Value& obj, std::string_view key,

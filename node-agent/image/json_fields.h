@@ -23,9 +23,6 @@ inline constexpr JsonLimits kRegistryJsonLimits{32, 10000, 200000};
 // Parses `text` as the JSON object `doc` names ("manifest", "pull secret (.dockerconfigjson)").
 [[nodiscard]] absl::StatusOr<Value> ParseObject(std::string_view text, const std::string& doc);
 
-// "object", "list", "string", "number", "boolean", "null".
-const char* TypeName(const Value& v);
-
 // The member `key` of object `obj` (whose path is `where`), of the given shape; nullptr /
 // "" when absent or null. `where` is the document and path so far ("manifest: manifests[1]").
 [[nodiscard]] absl::StatusOr<const Value*> OptionalObject(const Value& obj, std::string_view key,

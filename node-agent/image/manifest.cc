@@ -18,7 +18,7 @@ constexpr char kManifest[] = "manifest";
 absl::StatusOr<Descriptor> ReadDescriptor(const Value& n, const std::string& where) {
   if (!n.IsMap()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(where, ": expected a descriptor object, got ", TypeName(n)));
+        absl::StrCat(where, ": expected a descriptor object, got ", JsonTypeName(n)));
   }
   Descriptor d;
   absl::StatusOr<std::string> media_type = OptionalString(n, "mediaType", where);
@@ -80,7 +80,7 @@ absl::StatusOr<ParsedManifest> ChooseFromIndex(const Value& root, const Platform
     const std::string where = absl::StrCat("manifest: manifests[", i, "]");
     if (!m.IsMap()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(where, ": expected an object, got ", TypeName(m)));
+          absl::StrCat(where, ": expected an object, got ", JsonTypeName(m)));
     }
     absl::StatusOr<std::string> p = PlatformOf(m, where);
     if (!p.ok()) {

@@ -31,7 +31,7 @@ bool SameRegistry(const std::string& key_host, const std::string& registry) {
 absl::StatusOr<Credentials> ReadEntry(const Value& entry, const std::string& where) {
   if (!entry.IsMap()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(where, ": expected an object, got ", TypeName(entry)));
+        absl::StrCat(where, ": expected an object, got ", JsonTypeName(entry)));
   }
   absl::StatusOr<std::string> auth = OptionalString(entry, "auth", where);
   absl::StatusOr<std::string> username = OptionalString(entry, "username", where);
