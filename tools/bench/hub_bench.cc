@@ -118,6 +118,7 @@ int main(int argc, char** argv) {
   std::FILE* devnull = std::fopen("/dev/null", "w");
   kmodd::Logger log(devnull);  // info: the per-module debug lines are not written
   std::vector<kmodd::v1::NodeReport> reports;
+  reports.reserve(2);
   for (int r = 0; r < 2; ++r) {
     reports.push_back(MakeReport(entries, r));  // alternating: one phase changes each time
   }

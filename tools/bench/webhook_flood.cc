@@ -151,6 +151,7 @@ int Load(uint16_t port, int flood, const std::string& kind, int seconds, int int
   std::mutex mu;
   std::map<int, int> flood_statuses;  // 0: no answer (reset, timeout)
   std::vector<std::thread> flooders;
+  flooders.reserve(static_cast<size_t>(flood));
   for (int i = 0; i < flood; ++i) {
     flooders.emplace_back([&] {
       std::unique_ptr<TlsTestClient> c;
