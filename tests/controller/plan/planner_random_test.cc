@@ -156,7 +156,6 @@ TEST_CASE("incremental planning equals planning from scratch after every random 
   World w(seed);
   Planner p;
   std::map<std::string, std::string> before;  // desired modules per node, before the edit
-  int compared = 0;
   int changed_reports = 0;
   for (int step = 0; step < 1500; ++step) {
     std::vector<std::string> changed;
@@ -198,7 +197,6 @@ TEST_CASE("incremental planning equals planning from scratch after every random 
     const auto scratch = PlanOnce(std::move(mods), std::move(nodes));
     const auto incremental = p.PlanAll();
     REQUIRE(Snapshot(incremental, true) == Snapshot(scratch.nodes, true));
-    ++compared;
 
     // The changed list: exactly the nodes, present before and after, whose desired modules
     // differ. (A node added or removed is reported or not as the planner documents: a new
@@ -221,6 +219,5 @@ TEST_CASE("incremental planning equals planning from scratch after every random 
     changed_reports += static_cast<int>(!expected.empty());
     before = after;
   }
-  CHECK(compared == 1500);
   CHECK(changed_reports > 100);  // the walk really moved desired state around
 }

@@ -15,30 +15,19 @@
 #include "controller/server/hub.h"
 #include "controller/server/kube_writer.h"
 #include "controller/server/status.h"
+#include "hub_fixtures.h"
 
 using kmodd::server::AgentStream;
 using kmodd::server::Hub;
 using kmodd::source::ModuleChanges;
 using kmodd::source::SourceUpdate;
+using kmodd::testing::FakeStream;
 
 namespace {
 
-struct FakeStream : AgentStream {
-  std::vector<std::shared_ptr<const kmodd::v1::NodeDesired>> pushed;
-  void Push(std::shared_ptr<const kmodd::v1::NodeDesired> d) override {
-    pushed.push_back(std::move(d));
-  }
-  void Close(const absl::Status&) override {}
-};
-
+// Module demo/<name>, image r/<name>:1.
 kmodd::api::Module MakeModule(const std::string& name) {
-  auto m = kmodd::api::DecodeModule(absl::StrCat(
-      "apiVersion: kmm.sigs.x-k8s.io/v1beta1\nkind: Module\nmetadata: {name: ", name,
-      ", namespace: demo}\nspec:\n  selector: {role: worker}\n  moduleLoader:\n    container:\n"
-      "      modprobe: {moduleName: m}\n      kernelMappings:\n"
-      "        - {regexp: '^.+$', containerImage: 'r/", name, ":1'}\n"));
-  REQUIRE(m.ok());
-  return *m;
+  return kmodd::testing::MakeModule(name, absl::StrCat("r/", name, ":1"));
 }
 
 SourceUpdate Set(std::vector<std::string> names) {

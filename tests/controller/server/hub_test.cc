@@ -6,33 +6,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/decode.h"
+#include "hub_fixtures.h"
 
 using kmodd::server::AgentStream;
 using kmodd::server::Hub;
 using kmodd::source::ModuleChanges;
 using kmodd::source::SourceUpdate;
+using kmodd::testing::FakeStream;
+using kmodd::testing::MakeModule;
 
 namespace {
-
-// A stream that keeps what it was sent.
-struct FakeStream : AgentStream {
-  std::vector<std::shared_ptr<const kmodd::v1::NodeDesired>> pushed;
-  std::optional<absl::Status> closed;
-  void Push(std::shared_ptr<const kmodd::v1::NodeDesired> d) override { pushed.push_back(std::move(d)); }
-  void Close(const absl::Status& why) override { closed = why; }
-  const kmodd::v1::NodeDesired& Last() const { return *pushed.back(); }
-};
-
-kmodd::api::Module MakeModule(const std::string& name, const std::string& image) {
-  auto m = kmodd::api::DecodeModule(absl::StrCat(
-      "apiVersion: kmm.sigs.x-k8s.io/v1beta1\nkind: Module\nmetadata: {name: ", name,
-      ", namespace: demo}\nspec:\n  selector: {role: worker}\n  moduleLoader:\n    container:\n"
-      "      modprobe: {moduleName: m}\n      kernelMappings:\n"
-      "        - {regexp: '^.+$', containerImage: '",
-      image, "'}\n"));
-  REQUIRE(m.ok());
-  return *m;
-}
 
 SourceUpdate Set(kmodd::api::Module m) {
   SourceUpdate u;
