@@ -117,7 +117,7 @@ ServingNames WantedNames(const std::string& ns, const std::vector<std::string>& 
   return n;
 }
 
-CertManager::CertManager(kube::KubeClient& client, CertOptions options, const kube::Clock& clock,
+CertManager::CertManager(kube::KubeClient& client, CertOptions options, const Clock& clock,
                          Logger& log)
     : client_(client), options_(std::move(options)),
       names_(WantedNames(options_.ns, options_.extra_dns, options_.extra_ips)), clock_(clock),

@@ -15,7 +15,7 @@
 #include "common/log.h"
 #include "controller/certs/pki.h"
 #include "controller/kube/client.h"
-#include "controller/kube/clock.h"
+#include "common/clock.h"
 
 namespace kmodd::certs {
 
@@ -79,7 +79,7 @@ struct CertOptions {
 
 class CertManager {
  public:
-  CertManager(kube::KubeClient& client, CertOptions options, const kube::Clock& clock,
+  CertManager(kube::KubeClient& client, CertOptions options, const Clock& clock,
               Logger& log);
 
   // Reads the Secret; creates or renews what it holds as Decide says (on a lost race,
@@ -99,7 +99,7 @@ class CertManager {
   kube::KubeClient& client_;
   const CertOptions options_;
   const ServingNames names_;
-  const kube::Clock& clock_;
+  const Clock& clock_;
   Logger& log_;
 };
 

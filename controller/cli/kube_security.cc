@@ -5,7 +5,7 @@
 namespace kmodd::cli {
 
 KubeSecurity::KubeSecurity(kube::KubeClient& client, KubeSecurityConfig config,
-                           const kube::Clock& clock, Logger& log)
+                           const Clock& clock, Logger& log)
     : client_(client), config_(std::move(config)), clock_(clock), log_(log),
       certs_(client_, {config_.ns, config_.cert_dns, config_.cert_ips}, clock_, log_),
       authenticator_(client_, config_.ns, clock_) {}

@@ -19,7 +19,7 @@
 #include "common/log.h"
 #include "controller/certs/manager.h"
 #include "controller/kube/client.h"
-#include "controller/kube/clock.h"
+#include "common/clock.h"
 #include "controller/server/sync_server.h"
 #include "controller/server/token_review.h"
 #include "controller/webhook/https_server.h"
@@ -36,7 +36,7 @@ struct KubeSecurityConfig {
 
 class KubeSecurity {
  public:
-  KubeSecurity(kube::KubeClient& client, KubeSecurityConfig config, const kube::Clock& clock,
+  KubeSecurity(kube::KubeClient& client, KubeSecurityConfig config, const Clock& clock,
                Logger& log);
   ~KubeSecurity();
   KubeSecurity(const KubeSecurity&) = delete;
@@ -56,7 +56,7 @@ class KubeSecurity {
 
   kube::KubeClient& client_;
   const KubeSecurityConfig config_;
-  const kube::Clock& clock_;
+  const Clock& clock_;
   Logger& log_;
   certs::CertManager certs_;
   server::TokenReviewAuthenticator authenticator_;

@@ -22,7 +22,7 @@
 #include "common/log.h"
 #include "controller/cli/commands.h"
 #include "controller/cli/kube_security.h"
-#include "controller/kube/clock.h"
+#include "common/clock.h"
 #include "controller/kube/config.h"
 #include "controller/kube/events.h"
 #include "controller/kube/leader.h"
@@ -235,7 +235,7 @@ int RunKubernetes(const RunConfig& c, const sigset_t& signals, const std::string
     log.Error("cannot read the Kubernetes configuration", {{"error", config.status().ToString()}});
     return 1;
   }
-  kube::RealClock clock;
+  RealClock clock;
   absl::StatusOr<std::unique_ptr<kube::RestKubeClient>> client =
       kube::RestKubeClient::Create(*config, clock);
   if (!client.ok()) {

@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "controller/kube/clock.h"
+#include "common/clock.h"
 
 namespace kmodd::kube {
 

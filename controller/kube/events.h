@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 #include "controller/kube/client.h"
-#include "controller/kube/clock.h"
+#include "common/clock.h"
 
 namespace kmodd::kube {
 

@@ -15,7 +15,7 @@
 #include "absl/time/time.h"
 #include "common/http/cancel.h"
 #include "controller/kube/client.h"
-#include "controller/kube/clock.h"
+#include "common/clock.h"
 
 namespace kmodd::kube {
 

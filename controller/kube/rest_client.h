@@ -7,7 +7,7 @@
 #include "absl/status/statusor.h"
 #include "common/http/client.h"
 #include "controller/kube/client.h"
-#include "controller/kube/clock.h"
+#include "common/clock.h"
 #include "controller/kube/config.h"
 
 namespace kmodd::kube {

@@ -77,7 +77,7 @@ absl::Time JwtExpiry(const std::string& token) {
 }
 
 TokenReviewAuthenticator::TokenReviewAuthenticator(kube::KubeClient& client, const std::string& ns,
-                                                   const kube::Clock& clock)
+                                                   const Clock& clock)
     : client_(client), username_(absl::StrCat("system:serviceaccount:", ns, ":kmodd-agent")),
       clock_(clock) {}
 

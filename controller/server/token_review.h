@@ -15,7 +15,7 @@
 #include "absl/time/time.h"
 #include "common/value.h"
 #include "controller/kube/client.h"
-#include "controller/kube/clock.h"
+#include "common/clock.h"
 #include "controller/server/authenticator.h"
 
 namespace kmodd::server {
@@ -45,7 +45,7 @@ class TokenReviewAuthenticator final : public Authenticator {
  public:
   // `ns` is the namespace of the agent's service account kmodd-agent.
   TokenReviewAuthenticator(kube::KubeClient& client, const std::string& ns,
-                           const kube::Clock& clock);
+                           const Clock& clock);
 
   absl::Status Authenticate(const std::string& token, const std::string& node) override;
 
@@ -63,7 +63,7 @@ class TokenReviewAuthenticator final : public Authenticator {
 
   kube::KubeClient& client_;
   const std::string username_;
-  const kube::Clock& clock_;
+  const Clock& clock_;
   std::mutex mu_;
   std::map<std::string, Cached> cache_;  // guarded by mu_
 };

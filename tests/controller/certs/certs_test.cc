@@ -101,7 +101,7 @@ TEST_CASE("a successor CA is trusted for a week before it signs, its predecessor
 
 TEST_CASE("the certificate manager rotates its CA in two steps through the Secret") {
   kube::FakeKubeClient client;
-  kube::FakeClock clock(kNow);
+  FakeClock clock(kNow);
   Logger log(stderr, LogLevel::kError);
   CertManager first(client, {"ns", {}, {}}, clock, log);
   CertManager second(client, {"ns", {}, {}}, clock, log);
@@ -149,7 +149,7 @@ TEST_CASE("the certificate manager rotates its CA in two steps through the Secre
 
 TEST_CASE("the certificate manager stores its pair once, reuses it, and publishes the CA") {
   kube::FakeKubeClient client;
-  kube::FakeClock clock(kNow);
+  FakeClock clock(kNow);
   Logger log(stderr, LogLevel::kError);
   const std::string vwc_path = kube::ResourcePath(
       "admissionregistration.k8s.io/v1", "validatingwebhookconfigurations", "", kWebhookConfigName);
@@ -195,7 +195,7 @@ TEST_CASE("the certificate manager stores its pair once, reuses it, and publishe
 
 TEST_CASE("the certificate manager fills the empty Secret and ConfigMap deploy/ ships, creating nothing") {
   kube::FakeKubeClient client;
-  kube::FakeClock clock(kNow);
+  FakeClock clock(kNow);
   Logger log(stderr, LogLevel::kError);
   // deploy/base/certificates.yaml
   auto secret = ParseJson(R"({"apiVersion":"v1","kind":"Secret","type":"kubernetes.io/tls",
@@ -236,7 +236,7 @@ TEST_CASE("the certificate manager fills the empty Secret and ConfigMap deploy/ 
 
 TEST_CASE("without the Secret and with no right to create it, the controller says to apply deploy/") {
   kube::FakeKubeClient client;
-  kube::FakeClock clock(kNow);
+  FakeClock clock(kNow);
   Logger log(stderr, LogLevel::kError);
   CertManager m(client, {"ns", {}, {}}, clock, log);
   client.FailNext(absl::NotFoundError("secrets \"kmodd-controller-tls\" not found"));

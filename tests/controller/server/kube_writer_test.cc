@@ -13,7 +13,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "controller/kube/clock.h"
+#include "common/clock.h"
 #include "controller/kube/events.h"
 #include "controller/server/hub.h"
 #include "controller/source/kube_source.h"
@@ -275,7 +275,7 @@ TEST_CASE("Kubernetes mode: a Module rejected at start is in its status, unheld,
   options.nodes_from_api = true;
   kmodd::server::Hub hub(options, [] { return int64_t{1'700'000'000'000}; }, log);
   kmodd::source::KubeSource source(api, hub, log);
-  kmodd::kube::FakeClock clock;
+  kmodd::FakeClock clock;
   kmodd::kube::EventRecorder events(api, clock, "kmodd-controller", "test");
   kmodd::server::KubeWriter writer(api, hub, source, events, [] { return true; }, log);
   source.Start();
@@ -478,7 +478,7 @@ TEST_CASE("Kubernetes mode: only nodes a Module may run on hold its finalizer, a
   options.nodes_from_api = true;
   kmodd::server::Hub hub(options, [] { return int64_t{1'700'000'000'000}; }, log);
   kmodd::source::KubeSource source(api, hub, log);
-  kmodd::kube::FakeClock clock;
+  kmodd::FakeClock clock;
   kmodd::kube::EventRecorder events(api, clock, "kmodd-controller", "test");
   kmodd::server::KubeWriter writer(api, hub, source, events, [] { return true; }, log);
   source.Start();

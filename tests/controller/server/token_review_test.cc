@@ -105,7 +105,7 @@ class ReviewingClient final : public kube::KubeClient {
 
 TEST_CASE("a positive token review is reused for five minutes, then asked again") {
   ReviewingClient client;
-  kube::FakeClock clock;
+  FakeClock clock;
   TokenReviewAuthenticator auth(client, "kmodd-system", clock);
   CHECK(auth.Authenticate("tok", "node-a").ok());
   CHECK(auth.Authenticate("tok", "node-b").code() == absl::StatusCode::kPermissionDenied);
