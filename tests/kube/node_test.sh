@@ -151,7 +151,8 @@ wait_for "the plugin's DaemonSet pod Ready" 180 \
   is 1 -n node-test daemonset test-device-plugin -o jsonpath='{.status.numberReady}'
 wait_for "kmodd.test/widget: 3 in the Node's allocatable" 60 \
   is 3 node "$node_name" -o jsonpath='{.status.allocatable.kmodd\.test/widget}'
-[[ -S $dp_dir/kubelet.sock && -S $dp_dir/kmodd-test-widget.sock ]] \
+plugin_socks=("$dp_dir"/kmodd-test-widget-*.sock)
+[[ -S $dp_dir/kubelet.sock && -S ${plugin_socks[0]} ]] \
   || fail "the kubelet's or the plugin's socket is not in $dp_dir: $(ls "$dp_dir")"
 note "DaemonSet pod Ready (image pulled from $KMODD_REGISTRY); allocatable kmodd.test/widget: 3"
 

@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
   });
   log.Info("starting", {{"resource", options->resource},
                         {"devices", options->count},
-                        {"socket", runner.socket_path()},
+                        {"plugin_dir", options->plugin_dir},
                         {"kubelet", runner.kubelet_socket()}});
   absl::Status s = runner.Run();
   // Wake the waiter when Run ended on its own. Process-directed: if the waiter already took

@@ -4,13 +4,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <memory>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/time.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "tools/test-device-plugin/plugin.h"
@@ -18,7 +18,10 @@
 namespace kmodd::test_device_plugin {
 namespace {
 
-constexpr absl::Duration kRegisterTimeout = absl::Seconds(5);
+// gRPC measures deadlines on the real clock, whatever Clock the runner was given: these
+// bound a call to a process that hangs, they decide nothing of the runner's own timing.
+constexpr std::chrono::seconds kRegisterTimeout{5};
+constexpr std::chrono::seconds kShutdownGrace{2};
 
 // A socket's identity: a new one at the same path (the kubelet restarted, or someone else
 // replaced ours) has another inode. 0 (no file has it) when there is no socket there.
@@ -37,9 +40,11 @@ Runner::Runner(const Options& options, const Clock& clock, Logger& log)
       clock_(clock),
       log_(log),
       ids_(DeviceIds(options.name, options.count)),
-      socket_name_(absl::StrCat("kmodd-test-", options.name, ".sock")),
-      socket_path_(absl::StrCat(options.plugin_dir, "/", socket_name_)),
       kubelet_socket_(absl::StrCat(options.plugin_dir, "/kubelet.sock")) {}
+
+std::string Runner::SocketName(int generation) const {
+  return absl::StrCat("kmodd-test-", options_.name, "-", generation, ".sock");
+}
 
 void Runner::Stop() {
   {
@@ -87,26 +92,28 @@ Health Runner::ReadHealth(const Health& previous) {
 
 absl::Status Runner::Run() {
   Health health = ReadHealth(AllDevices(ids_, false));
-  while (!stopped()) {
+  for (int generation = 0; !stopped(); ++generation) {
+    const std::string socket_name = SocketName(generation);
+    const std::string socket_path = absl::StrCat(options_.plugin_dir, "/", socket_name);
     // Serve first: the kubelet dials our endpoint as soon as Register arrives.
-    if (SocketInode(socket_path_) != 0 && ::unlink(socket_path_.c_str()) != 0) {
+    if (SocketInode(socket_path) != 0 && ::unlink(socket_path.c_str()) != 0) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "cannot remove the old socket ", socket_path_, ": ", std::strerror(errno)));
+          "cannot remove the old socket ", socket_path, ": ", std::strerror(errno)));
     }
     struct stat st {};
-    if (::lstat(socket_path_.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode)) {
+    if (::lstat(socket_path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode)) {
       return absl::FailedPreconditionError(
-          absl::StrCat(socket_path_, " exists and is not a socket: not ours to remove"));
+          absl::StrCat(socket_path, " exists and is not a socket: not ours to remove"));
     }
     auto plugin = std::make_unique<TestDevicePlugin>(options_, clock_, log_, health);
     grpc::ServerBuilder builder;
-    builder.AddListeningPort(absl::StrCat("unix:", socket_path_),
+    builder.AddListeningPort(absl::StrCat("unix:", socket_path),
                              grpc::InsecureServerCredentials());
     builder.RegisterService(plugin.get());
     std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-    const ino_t ours = SocketInode(socket_path_);
+    const ino_t ours = SocketInode(socket_path);
     if (server == nullptr || ours == 0) {
-      log_.Warn("cannot serve on the plugin socket; retrying", {{"socket", socket_path_}});
+      log_.Warn("cannot serve on the plugin socket; retrying", {{"socket", socket_path}});
       if (server != nullptr) {
         server->Shutdown();
       }
@@ -126,10 +133,10 @@ absl::Status Runner::Run() {
                                            grpc::InsecureChannelCredentials());
         auto stub = v1beta1::Registration::NewStub(channel);
         grpc::ClientContext ctx;
-        ctx.set_deadline(absl::ToChronoTime(clock_.Now() + kRegisterTimeout));
+        ctx.set_deadline(std::chrono::system_clock::now() + kRegisterTimeout);
         v1beta1::RegisterRequest request;
         request.set_version("v1beta1");
-        request.set_endpoint(socket_name_);
+        request.set_endpoint(socket_name);
         request.set_resource_name(options_.resource);
         *request.mutable_options() = TestDevicePlugin::PluginOptions();
         v1beta1::Empty reply;
@@ -137,7 +144,7 @@ absl::Status Runner::Run() {
         if (s.ok()) {
           log_.Info("registered with the kubelet", {{"resource", options_.resource},
                                                     {"devices", options_.count},
-                                                    {"socket", socket_path_}});
+                                                    {"socket", socket_path}});
           break;
         }
         last_error = s.error_message();
@@ -159,7 +166,7 @@ absl::Status Runner::Run() {
         log_.Info("the kubelet's socket changed; registering again", {});
         break;
       }
-      if (SocketInode(socket_path_) != ours) {
+      if (SocketInode(socket_path) != ours) {
         log_.Info("our socket was removed (kubelet restart); serving again", {});
         break;
       }
@@ -169,10 +176,10 @@ absl::Status Runner::Run() {
     }
     health = plugin->health();
     plugin->Stop();
-    server->Shutdown(absl::ToChronoTime(clock_.Now() + absl::Seconds(2)));
+    server->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
     server->Wait();
-    if (SocketInode(socket_path_) == ours) {
-      ::unlink(socket_path_.c_str());
+    if (SocketInode(socket_path) == ours) {
+      ::unlink(socket_path.c_str());
     }
   }
   return absl::OkStatus();

@@ -27,7 +27,10 @@ class Runner {
   // Thread-safe; Run returns within one poll interval.
   void Stop();
 
-  std::string socket_path() const { return socket_path_; }
+  // Our socket for the n-th serve: <plugin-dir>/kmodd-test-<name>-<n>.sock. A new name each
+  // time because gRPC unlinks a unix listener's path when it tears the listener down, which
+  // can happen after Server::Wait returns: with one name it could remove the next server's.
+  std::string SocketName(int generation) const;
   std::string kubelet_socket() const { return kubelet_socket_; }
 
  private:
@@ -42,8 +45,6 @@ class Runner {
   const Clock& clock_;
   Logger& log_;
   const std::vector<std::string> ids_;
-  const std::string socket_name_;
-  const std::string socket_path_;
   const std::string kubelet_socket_;
   std::string last_health_error_;
 
