@@ -13,6 +13,8 @@
 #      plugin's Allocate gave it (it exits 1 without KMODD_TEST_DEVICES)
 #   5. stop leaves nothing: no process naming the test's directory, no mount under it, no
 #      socket in the device-plugin directory, no cgroup, bridge or network namespace
+#   6. the same when the API server was stopped first (no drain: stop's sweep alone), with a
+#      Pod running
 #
 # Needs tools/kube/setup's binaries and tools/bootstrap's packages (containerd, runc,
 # containernetworking-plugins, buildah, docker-registry). Without them it FAILS, never
@@ -32,10 +34,13 @@ ms() { date +%s%3N; }
 # A zombie is gone for our purposes: PID 1 here may reap the harness's orphans late.
 alive() { local st; st=$(ps -o stat= -p "$1" 2>/dev/null) && [[ $st != Z* ]]; }
 cleanup() {
-  "$root/tools/kube/node" stop "$dir" 2>/dev/null
+  local ok=1
+  "$root/tools/kube/node" stop "$dir" 2>/dev/null || ok=0
   "$root/tools/kube/stop" "$dir" 2>/dev/null
   "$root/tools/registry/stop" "$tmp/registry" 2>/dev/null
-  if [[ -n ${KMODD_KUBE_KEEP:-} ]]; then echo "# kept: $tmp"; else rm -rf "$tmp"; fi
+  # A node stop that failed leaves its pid files for another try: never delete them.
+  if ((!ok)); then echo "# tools/kube/node stop failed: kept $tmp (run tools/kube/node stop $dir)"
+  elif [[ -n ${KMODD_KUBE_KEEP:-} ]]; then echo "# kept: $tmp"; else rm -rf "$tmp"; fi
 }
 trap cleanup EXIT
 
@@ -171,34 +176,57 @@ grep -rqs '"devices allocated"' "$KMODD_NODE_DIR"/kubelet/pods-logs/node-test_te
   || fail "the plugin's log has no allocation"
 note "Pod uses-widget got a kmodd.test/widget device and Completed"
 
+# nothing_left WHEN: no process, mount, socket, cgroup, bridge or network namespace of the
+# node is left (the env of the node that was stopped is loaded).
+nothing_left() {
+  for p in "$KMODD_NODE_KUBELET_PID" "$KMODD_NODE_CONTAINERD_PID" "$KMODD_NODE_KCM_PID" "$KMODD_NODE_SCHEDULER_PID"; do
+    alive "$p" && fail "$1: pid $p ($(tr '\0' ' ' <"/proc/$p/cmdline" | cut -c1-80)) still runs after stop"
+  done
+  left=$(grep -l -F "$tmp/kube/node" /proc/[0-9]*/cmdline 2>/dev/null | grep -v "^/proc/$$/" || true)
+  for f in $left; do
+    p=${f#/proc/}; p=${p%/cmdline}
+    [[ $p == "$$" || $p == "$BASHPID" ]] && continue
+    alive "$p" && fail "$1: a process still names the node's directory: $p $(tr '\0' ' ' <"$f" | cut -c1-120)"
+  done
+  # Container processes do not name the directory: the node's cgroups must be gone, and
+  # with them every process that was in them.
+  for ctl in /sys/fs/cgroup/*/; do
+    [[ -d $ctl${KMODD_NODE_CGROUP_ROOT#/} ]] && fail "$1: the cgroup $ctl${KMODD_NODE_CGROUP_ROOT#/} is left"
+  done
+  mounts=$(awk -v p="$tmp/" 'index($5, p) == 1 {print $5}' /proc/self/mountinfo)
+  [[ -z $mounts ]] || fail "$1: mounts left under $tmp: $mounts"
+  socks=$(find "$dp_dir" -type s 2>/dev/null)
+  [[ -z $socks ]] || fail "$1: sockets left in $dp_dir: $socks"
+  socks=$(find "$tmp" -type s 2>/dev/null)
+  [[ -z $socks ]] || fail "$1: sockets left under $tmp: $socks"
+  [[ $(shim_sockets) == "$shims_before" ]] || fail "$1: containerd shim sockets left in /run/containerd/s: $(comm -13 <(echo "$shims_before") <(shim_sockets))"
+  [[ $(netns_now) == "$netns_before" ]] || fail "$1: network namespaces left in /run/netns: $(comm -13 <(echo "$netns_before") <(netns_now))"
+  ip link show "$(cat "$KMODD_NODE_DIR/bridge")" >/dev/null 2>&1 && fail "$1: the bridge $(cat "$KMODD_NODE_DIR/bridge") is left"
+  ls /var/log/containers 2>/dev/null | grep -q node-test && fail "$1: links left in /var/log/containers"
+}
+
 # --- 5. stop leaves nothing behind ---------------------------------------------------------
 t2=$(ms)
 "$root/tools/kube/node" stop "$dir" 2>"$tmp/node-stop.err" || { cat "$tmp/node-stop.err"; fail "tools/kube/node stop failed"; }
 note "tools/kube/node stop took $(( $(ms) - t2 )) ms"
 cat "$tmp/node-stop.err" | sed 's/^/# stop: /'
-for p in "$KMODD_NODE_KUBELET_PID" "$KMODD_NODE_CONTAINERD_PID" "$KMODD_NODE_KCM_PID" "$KMODD_NODE_SCHEDULER_PID"; do
-  alive "$p" && fail "pid $p ($(tr '\0' ' ' <"/proc/$p/cmdline" | cut -c1-80)) still runs after stop"
-done
-left=$(grep -l -F "$tmp/kube/node" /proc/[0-9]*/cmdline 2>/dev/null | grep -v "^/proc/$$/" || true)
-for f in $left; do
-  p=${f#/proc/}; p=${p%/cmdline}
-  [[ $p == "$$" || $p == "$BASHPID" ]] && continue
-  alive "$p" && fail "a process still names the node's directory: $p $(tr '\0' ' ' <"$f" | cut -c1-120)"
-done
-# Container processes do not name the directory: the node's cgroups must be gone, and
-# with them every process that was in them.
-for ctl in /sys/fs/cgroup/*/; do
-  [[ -d $ctl${KMODD_NODE_CGROUP_ROOT#/} ]] && fail "the cgroup $ctl${KMODD_NODE_CGROUP_ROOT#/} is left"
-done
-mounts=$(awk -v p="$tmp/" 'index($5, p) == 1 {print $5}' /proc/self/mountinfo)
-[[ -z $mounts ]] || fail "mounts left under $tmp: $mounts"
-socks=$(find "$dp_dir" -type s 2>/dev/null)
-[[ -z $socks ]] || fail "sockets left in $dp_dir: $socks"
-socks=$(find "$tmp" -type s 2>/dev/null)
-[[ -z $socks ]] || fail "sockets left under $tmp: $socks"
-[[ $(shim_sockets) == "$shims_before" ]] || fail "containerd shim sockets left in /run/containerd/s: $(comm -13 <(echo "$shims_before") <(shim_sockets))"
-[[ $(netns_now) == "$netns_before" ]] || fail "network namespaces left in /run/netns: $(comm -13 <(echo "$netns_before") <(netns_now))"
-ip link show "$(cat "$KMODD_NODE_DIR/bridge")" >/dev/null 2>&1 && fail "the bridge $(cat "$KMODD_NODE_DIR/bridge") is left"
-ls /var/log/containers 2>/dev/null | grep -q node-test && fail "links left in /var/log/containers"
+nothing_left "after stop"
 note "after stop: no process, mount, socket, cgroup, bridge or network namespace left"
+
+# --- 6. stop after the API server is gone: the sweep alone ---------------------------------
+# A test that fails half-way may stop the harness before the node. No drain then: stop must
+# find the containers, network namespaces, mounts and cgroups itself.
+"$root/tools/kube/node" start --name "$node_name" "$dir" >"$tmp/node.out" 2>"$tmp/node.err" \
+  || { cat "$tmp/node.err"; fail "tools/kube/node start (again) failed"; }
+# shellcheck source=/dev/null
+. "$dir/node/env"
+pod_manifest sleeper '/bin/busybox sleep 3600' | kubectl create -f - >/dev/null || fail "cannot create the Pod sleeper"
+wait_for "Pod sleeper Running" 120 is Running -n node-test pod sleeper -o jsonpath='{.status.phase}'
+[[ -n $(netns_now) && $(netns_now) != "$netns_before" ]] || fail "the running Pod has no network namespace in /run/netns"
+"$root/tools/kube/stop" "$dir" 2>/dev/null || fail "tools/kube/stop failed"
+t2=$(ms)
+"$root/tools/kube/node" stop "$dir" 2>"$tmp/node-stop.err" || { cat "$tmp/node-stop.err"; fail "tools/kube/node stop (no API server) failed"; }
+note "tools/kube/node stop without an API server took $(( $(ms) - t2 )) ms"
+nothing_left "after stop without an API server"
+note "after stop without an API server: nothing left either"
 echo "PASS: kube node"

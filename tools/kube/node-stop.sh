@@ -114,7 +114,7 @@ stop_node() {
   [[ -d $node ]] || return 0
   name=$(cat "$node/name" 2>/dev/null) || name=""
   if [[ -z ${kubectl:-} ]]; then
-    kubectl=$(source "$dir/env" 2>/dev/null && echo "${KMODD_KUBE_BIN:-}")
+    kubectl=$(source "$dir/env" 2>/dev/null && echo "${KMODD_KUBE_BIN:-}") || kubectl=""
     kubectl=${kubectl:+$kubectl/kubectl}
   fi
   # Nothing makes the pods again once the controller-manager is gone.
