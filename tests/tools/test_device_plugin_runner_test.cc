@@ -87,6 +87,17 @@ TEST_CASE("test device plugin registers with the kubelet, and again when the kub
   tdp::Runner runner(*options, clock, log);
   absl::Status result = absl::UnknownError("not run");
   std::thread run([&] { result = runner.Run(); });
+  // A failed REQUIRE leaves the scope early: stop and join the runner rather than terminate.
+  struct Joiner {
+    tdp::Runner& runner;
+    std::thread& thread;
+    ~Joiner() {
+      runner.Stop();
+      if (thread.joinable()) {
+        thread.join();
+      }
+    }
+  } joiner{runner, run};
 
   REQUIRE(kubelet.AwaitRequests(1));
   auto first = kubelet.requests().at(0);
