@@ -30,7 +30,7 @@
 #include "api/node_modules_config.h"
 #include "node-agent/kernel/kernel.h"
 #include "node-agent/reconcile/journal.h"
-#include "node-agent/reconcile/plan.h"
+#include "node-agent/reconcile/action_planner.h"
 #include "node-agent/reconcile/prepare.h"
 #include "node-agent/reconcile/stores.h"
 #include "node-agent/server/agent_state.h"
