@@ -98,7 +98,7 @@ grpc::Status LocalService::Events(grpc::ServerContext* ctx, const v1::EventsRequ
 
 grpc::Status LocalService::Plan(grpc::ServerContext* /*ctx*/, const v1::PlanRequest* /*req*/,
                                 v1::PlanResponse* resp) {
-  auto plan = deps_.reconciler->Plan();
+  auto plan = deps_.reconciler->PreviewPass();
   if (!plan.ok()) {
     return ToGrpc(plan.status());
   }

@@ -196,9 +196,9 @@ TEST_CASE("plan shows what a pass would do without doing it", "[server]") {
   Rig r;
   r.Desire({Spec("ns", "a", "dir:" + r.img_a, "mod_a")});
   REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", ModulePhase::kLoaded); }));
-  REQUIRE(Eventually([&] { return r.rec->Plan().ok() && r.rec->Plan()->actions.empty(); }));
+  REQUIRE(Eventually([&] { return r.rec->PreviewPass().ok() && r.rec->PreviewPass()->actions.empty(); }));
   r.kernel.With([](kmodd::testing::FakeKernel& k) { return k.loaded.erase("mod_a"); });
-  auto plan = r.rec->Plan();  // the reconciler was not kicked: it has not seen the drift
+  auto plan = r.rec->PreviewPass();  // the reconciler was not kicked: it has not seen the drift
   REQUIRE(plan.ok());
   REQUIRE(plan->actions.size() == 1);
   CHECK(plan->actions[0].key == "ns/a");
