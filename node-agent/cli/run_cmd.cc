@@ -6,7 +6,6 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <condition_variable>
 #include <csignal>
 #include <filesystem>
@@ -19,6 +18,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/file.h"
 #include "common/log.h"
 #include "firmware/stager.h"
@@ -84,8 +84,6 @@ constexpr char kUsage[] =
     "  --metrics ADDR:PORT    /metrics and /healthz (default 127.0.0.1:9464; \"\" = off)\n"
     "  --label K=V            sent in NodeInfo.labels (repeatable)\n";
 
-// How often the whole state is reconciled even if no event says so (a missed uevent).
-constexpr auto kResyncPeriod = std::chrono::minutes(5);
 // Unused image trees are removed this often (never the trees of the desired state).
 constexpr auto kImageGcPeriod = std::chrono::minutes(10);
 
@@ -329,7 +327,9 @@ int RunCommand(const std::vector<std::string>& args) {
     default_secret = *secret;
   }
 
-  server::AgentState state;
+  // The one real time source; everything below reads and waits on it.
+  const RealClock clock;
+  server::AgentState state(clock);
   server::Metrics metrics;
   server::ReconcilerOptions ro;
   ro.journal_path = o.state_dir + "/journal.json";
@@ -339,7 +339,7 @@ int RunCommand(const std::vector<std::string>& args) {
     io.pull_secret = secret.empty() ? default_secret : secret;
     return std::make_unique<reconcile::OciImageStore>(cache, io);
   };
-  server::Reconciler reconciler(kernel, &firmware_store, state, metrics, log, ro);
+  server::Reconciler reconciler(kernel, &firmware_store, state, metrics, log, clock, ro);
   const std::string desired_path = o.state_dir + "/desired.pb";
   if (auto persisted = LoadPersisted(desired_path, log)) {
     log.Info("re-applying the persisted desired state",
@@ -362,7 +362,7 @@ int RunCommand(const std::vector<std::string>& args) {
   };
   deps.firmware_dir = firmware_store.directory();
   deps.cache = &cache;
-  server::LocalService service(std::move(deps));
+  server::LocalService service(std::move(deps), clock);
   auto local = server::LocalServer::Start(o.socket, service, &log);
   if (!local.ok()) {
     return fail("cannot serve the local Agent service", local.status());
@@ -413,17 +413,6 @@ int RunCommand(const std::vector<std::string>& args) {
     log.Warn("no kernel uevents: drift is seen at the periodic resync only",
              {{"error", std::string(monitor.status().message())}});
   }
-  asio::steady_timer resync(io);
-  std::function<void()> arm_resync = [&] {
-    resync.expires_after(kResyncPeriod);
-    resync.async_wait([&](const boost::system::error_code& ec) {
-      if (!ec) {
-        reconciler.Kick();
-        arm_resync();
-      }
-    });
-  };
-  arm_resync();
   // Image GC: every kImageGcPeriod, off the event loop (removing trees takes a while).
   std::mutex gc_mu;
   std::condition_variable gc_cv;

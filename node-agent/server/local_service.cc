@@ -64,35 +64,46 @@ grpc::Status LocalService::Status(grpc::ServerContext* /*ctx*/, const v1::Status
   return grpc::Status::OK;
 }
 
+void StreamEvents(EventSubscription& sub, const Clock& clock,
+                  const std::function<PullProgress()>& inflight,
+                  const std::function<bool(const AgentEvent&)>& write,
+                  const std::function<bool()>& stop) {
+  PullProgress last;
+  while (!stop()) {
+    for (const auto& e : sub.Next(clock.MonotonicNow() + kProgressPeriod)) {
+      if (!write(e)) {
+        return;
+      }
+    }
+    if (!inflight) {
+      continue;
+    }
+    PullProgress now = inflight();
+    for (const auto& [image, progress] : now) {
+      const auto before = last.find(image);  // nothing before counts as 0 of 0
+      if (progress == (before == last.end() ? std::pair<int64_t, int64_t>{0, 0} : before->second)) {
+        continue;
+      }
+      const AgentEvent e{absl::ToUnixMillis(clock.Now()), "PullProgress", "", image,
+                         ModulePhase::kPulling, progress.first, progress.second};
+      if (!write(e)) {
+        return;
+      }
+    }
+    last = std::move(now);
+  }
+}
+
 grpc::Status LocalService::Events(grpc::ServerContext* ctx, const v1::EventsRequest* req,
                                   grpc::ServerWriter<v1::Event>* writer) {
   auto sub = deps_.state->Subscribe(req->replay());
-  std::map<std::string, std::pair<int64_t, int64_t>> last_progress;
-  while (!ctx->IsCancelled() && !stopping_.load()) {
-    for (const auto& e : sub->Next(std::chrono::steady_clock::now() + kProgressPeriod)) {
-      if (!writer->Write(ToProto(e))) {
-        return grpc::Status::OK;
-      }
-    }
-    if (deps_.cache == nullptr) {
-      continue;
-    }
-    const auto inflight = deps_.cache->InFlight();
-    for (const auto& [image, progress] : inflight) {
-      if (last_progress[image] == progress) {
-        continue;
-      }
-      AgentEvent e{SystemUnixMs(), "PullProgress", "", image, ModulePhase::kPulling,
-                   progress.first, progress.second};
-      if (!writer->Write(ToProto(e))) {
-        return grpc::Status::OK;
-      }
-    }
-    last_progress.clear();
-    for (const auto& [image, progress] : inflight) {
-      last_progress[image] = progress;
-    }
+  std::function<PullProgress()> inflight;
+  if (deps_.cache != nullptr) {
+    inflight = [cache = deps_.cache] { return cache->InFlight(); };
   }
+  StreamEvents(
+      *sub, clock_, inflight, [writer](const AgentEvent& e) { return writer->Write(ToProto(e)); },
+      [this, ctx] { return ctx->IsCancelled() || stopping_.load(); });
   return grpc::Status::OK;
 }
 

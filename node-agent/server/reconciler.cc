@@ -10,8 +10,6 @@ namespace kmodd::server {
 
 namespace {
 
-using SteadyClock = std::chrono::steady_clock;
-
 constexpr auto kObserveRetry = std::chrono::seconds(1);
 // The host's firmware tree changes with its packages, not with kmodd: looked at again this
 // often even when nothing kmodd staged changed.
@@ -28,17 +26,17 @@ class FixedStore : public reconcile::ImageStore {
   absl::StatusOr<std::string> root_;
 };
 
-int64_t Millis(SteadyClock::duration d) {
+int64_t Millis(Clock::Monotonic::duration d) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
 }
 
 }  // namespace
 
 Reconciler::Reconciler(kernel::Kernel& kernel, reconcile::FirmwareStore* firmware,
-                       AgentState& state, Metrics& metrics, Logger& log,
+                       AgentState& state, Metrics& metrics, Logger& log, const Clock& clock,
                        ReconcilerOptions options)
     : kernel_(kernel), firmware_(firmware), state_(state), metrics_(metrics), log_(log),
-      options_(std::move(options)),
+      clock_(clock), options_(std::move(options)),
       images_(options_.image_store, options_.pull_threads, log,
               ImageResolver::Hooks{
                   [this](const std::string& key, const absl::Status& s) { RecordResult(key, s); },
@@ -71,6 +69,7 @@ absl::Status Reconciler::Start() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     published_journal_ = journal_;
+    last_pass_ = clock_.MonotonicNow();
     triggered_ = true;
   }
   worker_ = std::thread([this] { Worker(); });
@@ -147,12 +146,12 @@ void Reconciler::Worker() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
     if (!triggered_) {
-      auto ready = [this] { return stop_ || triggered_; };
-      if (auto wake = planner_.gates().NextOpening(SteadyClock::now())) {
-        cv_.wait_until(lock, *wake, ready);
-      } else {
-        cv_.wait(lock, ready);
+      // Woken by a trigger, a retry gate that opens, or the resync period: a pass either way.
+      Clock::Monotonic wake = last_pass_ + options_.resync_every;
+      if (auto gate = planner_.gates().NextOpening(clock_.MonotonicNow()); gate && *gate < wake) {
+        wake = *gate;
       }
+      clock_.WaitUntil(lock, cv_, wake, [this] { return stop_ || triggered_; });
       if (stop_) {
         break;
       }
@@ -167,11 +166,11 @@ void Reconciler::Worker() {
 void Reconciler::RecordResult(const std::string& key, const absl::Status& s, bool in_tree) {
   std::lock_guard<std::mutex> lock(mu_);
   const double unit = std::uniform_real_distribution<double>(0, 1)(random_);
-  planner_.RecordResult(key, s, SteadyClock::now(), unit, in_tree);
+  planner_.RecordResult(key, s, clock_.MonotonicNow(), unit, in_tree);
 }
 
 void Reconciler::ReportAction(const reconcile::Action& a, const absl::Status& s,
-                              SteadyClock::duration took) {
+                              Clock::Monotonic::duration took) {
   const bool terminal = !s.ok() && ClassOf(s) == ErrorClass::kTerminal;
   if (a.kind == reconcile::Action::Kind::kReloadInTree) {
     if (s.ok()) {
@@ -212,7 +211,7 @@ std::vector<PreparedModule> Reconciler::PrepareAll(const PassInputs& in,
     bool retry_due = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      retry_due = planner_.gates().Open(pm.spec.Key(), SteadyClock::now());
+      retry_due = planner_.gates().Open(pm.spec.Key(), clock_.MonotonicNow());
     }
     auto root = images_.Resolve(pm.spec, pm.pull_secret, retry_due);
     PreparedModule m{pm, {}, false};
@@ -237,12 +236,13 @@ void Reconciler::Pass() {
   PassInputs in;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    busy_since_ = SteadyClock::now();
+    busy_since_ = clock_.MonotonicNow();
     in = planner_.TakeInputs();
   }
   auto finish = [this] {
     std::lock_guard<std::mutex> lock(mu_);
     busy_since_.reset();
+    last_pass_ = clock_.MonotonicNow();
     ++passes_;
   };
   auto observed = kernel_.Observe();
@@ -255,7 +255,7 @@ void Reconciler::Pass() {
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      planner_.gates().Hold("/observe", SteadyClock::now() + kObserveRetry);
+      planner_.gates().Hold("/observe", clock_.MonotonicNow() + kObserveRetry);
     }
     finish();
     return;
@@ -282,7 +282,7 @@ void Reconciler::Pass() {
     const bool reload = a.kind == reconcile::Action::Kind::kReloadInTree;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (!planner_.gates().Open(a.key, SteadyClock::now())) {
+      if (!planner_.gates().Open(a.key, clock_.MonotonicNow())) {
         continue;
       }
       if (!reload) {  // a reload acts on no Module: no status row shows it
@@ -291,9 +291,9 @@ void Reconciler::Pass() {
       }
     }
     Publish(in, modules, *observed);
-    const auto t0 = SteadyClock::now();
+    const auto t0 = clock_.MonotonicNow();
     const absl::Status s = exec.Run(a, prepared);
-    const auto took = SteadyClock::now() - t0;
+    const auto took = clock_.MonotonicNow() - t0;
     metrics_.RecordAction(reconcile::KindName(a.kind), s.ok(),
                           std::chrono::duration<double>(took).count());
     RecordResult(a.key, s, reload);
@@ -343,7 +343,7 @@ void Reconciler::RefreshShadows() {
   if (!shadows_) {
     return;
   }
-  for (const auto& [key, w] : shadows_->Refresh(journal_, SteadyClock::now())) {
+  for (const auto& [key, w] : shadows_->Refresh(journal_, clock_.MonotonicNow())) {
     log_.Warn("staged firmware shadows a host firmware file", {{"module", key}, {"warning", w}});
   }
 }
@@ -399,7 +399,7 @@ absl::StatusOr<std::vector<std::string>> Reconciler::PruneImages(
 
 bool Reconciler::Wedged() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return busy_since_ && SteadyClock::now() - *busy_since_ > options_.wedged_after;
+  return busy_since_ && clock_.MonotonicNow() - *busy_since_ > options_.wedged_after;
 }
 
 uint64_t Reconciler::passes() const {

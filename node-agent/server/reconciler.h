@@ -10,6 +10,10 @@
 // its cache), the action planner and executor (reconcile/), and the status projector
 // (status_projector.h: one status row per Module for AgentState).
 //
+// Time. Every timing decision (retry gates, the resync period, wedged detection, the
+// firmware shadow re-check) reads the injected Clock and every wait is on it, so that
+// FakeClock tests them without sleeping.
+//
 // Independence. Images are resolved on the pull pool, so a slow pull never delays another
 // Module; kernel actions run one at a time on the worker, and a failure only gates its own
 // Module (retried with capped, jittered backoff; terminal errors wait for a new desired
@@ -31,6 +35,7 @@
 
 #include "absl/status/statusor.h"
 #include "api/node_modules_config.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "node-agent/kernel/kernel.h"
 #include "node-agent/reconcile/action_planner.h"
@@ -51,6 +56,8 @@ struct ReconcilerOptions {
   BackoffPolicy retry{std::chrono::milliseconds(1000), std::chrono::minutes(5)};
   // /healthz fails when one pass has run longer than this.
   std::chrono::milliseconds wedged_after = std::chrono::minutes(10);
+  // A pass runs at least this often, even if no event says so (a missed uevent).
+  std::chrono::milliseconds resync_every = std::chrono::minutes(5);
   int pull_threads = 2;
   // The image store for one Module's pull, given its pull secret ("" = none: the store
   // may fall back to a configured one). Called on a pull thread.
@@ -61,7 +68,7 @@ struct ReconcilerOptions {
 class Reconciler {
  public:
   Reconciler(kernel::Kernel& kernel, reconcile::FirmwareStore* firmware, AgentState& state,
-             Metrics& metrics, Logger& log, ReconcilerOptions options);
+             Metrics& metrics, Logger& log, const Clock& clock, ReconcilerOptions options);
   ~Reconciler();
   Reconciler(const Reconciler&) = delete;
   Reconciler& operator=(const Reconciler&) = delete;
@@ -89,6 +96,7 @@ class Reconciler {
       const std::function<absl::StatusOr<std::vector<std::string>>(const std::set<std::string>&)>&
           prune);
 
+  // One pass has run for longer than wedged_after (for /healthz).
   bool Wedged() const;
   uint64_t passes() const;
 
@@ -102,7 +110,7 @@ class Reconciler {
   void RecordResult(const std::string& key, const absl::Status& s, bool in_tree = false);
   // Logs an action's outcome (and an in-tree reload's as an event too).
   void ReportAction(const reconcile::Action& a, const absl::Status& s,
-                    std::chrono::steady_clock::duration took);
+                    Clock::Monotonic::duration took);
   // Logs each firmware shadowing the host's that the shadow checks found for the first time.
   void RefreshShadows();
   void Trigger();
@@ -113,6 +121,7 @@ class Reconciler {
   AgentState& state_;
   Metrics& metrics_;
   Logger& log_;
+  const Clock& clock_;
   ReconcilerOptions options_;
   ImageResolver images_;
 
@@ -122,7 +131,8 @@ class Reconciler {
   bool triggered_ = false;
   PassPlanner planner_;
   std::optional<std::pair<std::string, ModuleFacts::Acting>> acting_;
-  std::optional<std::chrono::steady_clock::time_point> busy_since_;
+  std::optional<Clock::Monotonic> busy_since_;
+  Clock::Monotonic last_pass_;  // when the last pass ended (or the worker started)
   uint64_t passes_ = 0;
   std::mt19937_64 random_;
   // What the last pass saw, for PreviewPass and InUseTrees.

@@ -1,0 +1,130 @@
+// The reconciler's own timing on a FakeClock, without sleeping: the wedged check behind
+// /healthz, and the periodic resync that repairs drift no event reported.
+
+#include <catch2/catch.hpp>
+
+#include <condition_variable>
+#include <mutex>
+
+#include "node-agent/server/metrics_server.h"
+#include "node-agent/server/reconciler.h"
+#include "server_rig.h"
+#include "tests/fakes/fake_clock.h"
+
+using kmodd::server::ModulePhase;
+using kmodd::testing::Eventually;
+using kmodd::testing::PhaseIs;
+using std::chrono::minutes;
+
+namespace {
+
+// A kernel whose inserts wait until the test lets them through: a pass that hangs.
+class StuckKernel : public kmodd::testing::LockedKernel {
+ public:
+  absl::Status InsertFile(const std::string& path, const std::string& params) override {
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      stuck_ = true;
+      cv_.notify_all();
+      cv_.wait(l, [this] { return released_; });
+    }
+    return LockedKernel::InsertFile(path, params);
+  }
+  bool AwaitStuck() {
+    std::unique_lock<std::mutex> l(mu_);
+    return cv_.wait_for(l, std::chrono::seconds(10), [this] { return stuck_; });
+  }
+  void Release() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      released_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stuck_ = false;
+  bool released_ = false;
+};
+
+template <class Kernel>
+struct TimingRig {
+  kmodd::testing::ServerTempDir dir;
+  kmodd::FakeClock clock;
+  Kernel kernel;
+  kmodd::testing::FakeFirmware firmware;
+  kmodd::server::AgentState state{clock};
+  kmodd::server::Metrics metrics;
+  std::FILE* devnull = std::fopen("/dev/null", "w");
+  kmodd::Logger log{devnull};
+  std::unique_ptr<kmodd::server::Reconciler> rec;
+  std::string image = "dir:" + kmodd::testing::MakeDriverImage(dir.path + "/img", {"mod_a"});
+
+  TimingRig() {
+    kmodd::server::ReconcilerOptions o;
+    o.journal_path = dir.path + "/journal.json";
+    o.wedged_after = minutes(10);
+    o.resync_every = minutes(5);
+    o.image_store = [](const std::string&) {
+      return std::make_unique<kmodd::reconcile::DirImageStore>();
+    };
+    rec = std::make_unique<kmodd::server::Reconciler>(kernel, &firmware, state, metrics, log,
+                                                      clock, o);
+    REQUIRE(rec->Start().ok());
+  }
+  ~TimingRig() {
+    rec.reset();
+    std::fclose(devnull);
+  }
+  void Desire() {
+    rec->SetDesired({"v1", "controller", {kmodd::testing::Spec("ns", "a", image, "mod_a")}, {}});
+  }
+  bool Loaded() {
+    return kernel.With([](kmodd::testing::FakeKernel& k) { return k.IsLoaded("mod_a"); });
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a pass that runs longer than wedged_after fails /healthz until it ends",
+          "[server][timing]") {
+  TimingRig<StuckKernel> r;
+  // As the daemon wires it (run_cmd.cc): healthy unless wedged.
+  const kmodd::server::HttpHandlers h{[] { return std::string(); },
+                                      [&] { return !r.rec->Wedged(); }};
+  auto healthz = [&] { return kmodd::server::Route("GET", "/healthz", h).status; };
+  CHECK(healthz() == 200);
+  r.Desire();
+  REQUIRE(r.kernel.AwaitStuck());  // the pass hangs in the kernel
+  CHECK(healthz() == 200);
+  r.clock.Advance(minutes(10));
+  CHECK(healthz() == 200);  // exactly wedged_after: not yet
+  r.clock.Advance(std::chrono::milliseconds(1));
+  CHECK(r.rec->Wedged());
+  CHECK(healthz() == 503);
+  r.kernel.Release();
+  REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", ModulePhase::kLoaded); }));
+  REQUIRE(Eventually([&] { return !r.rec->Wedged(); }));
+  CHECK(healthz() == 200);
+  // Idle for long is not wedged: only a pass in progress counts.
+  REQUIRE(r.clock.AwaitWaiters(1));
+  r.clock.Advance(minutes(60));
+  CHECK_FALSE(r.rec->Wedged());
+}
+
+TEST_CASE("the reconciler repairs drift no event reported at the next resync period",
+          "[server][timing]") {
+  TimingRig<kmodd::testing::LockedKernel> r;
+  r.Desire();
+  REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", ModulePhase::kLoaded); }));
+  REQUIRE(r.clock.AwaitWaiters(1));
+  // Removed behind kmodd's back, and no uevent said so.
+  r.kernel.With([](kmodd::testing::FakeKernel& k) { return k.loaded.erase("mod_a"); });
+  const uint64_t passes = r.rec->passes();
+  r.clock.Advance(minutes(5) - std::chrono::milliseconds(1));
+  CHECK(r.rec->passes() == passes);
+  r.clock.Advance(std::chrono::milliseconds(1));
+  REQUIRE(Eventually([&] { return r.Loaded() && r.rec->passes() > passes; }));
+}
