@@ -8,6 +8,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "node-agent/server/image_gc.h"
 #include "node-agent/server/wire.h"
 #include "proto/convert.h"
 
@@ -176,39 +177,6 @@ grpc::Status LocalService::Firmware(grpc::ServerContext* /*ctx*/,
     }
   }
   return grpc::Status::OK;
-}
-
-absl::StatusOr<std::vector<std::string>> PruneUnusedImages(Reconciler& reconciler,
-                                                          image::ImageCache& cache,
-                                                          const AgentState& state) {
-  std::set<std::string> desired_images;
-  for (const ModuleStatus& m : state.Snapshot().modules) {
-    if (!m.image.empty()) {
-      desired_images.insert(m.image);
-    }
-  }
-  // The keep set is computed under the reconciler's lock, so no pull lands in between.
-  return reconciler.PruneImages(
-      [&](const std::set<std::string>& in_use) -> absl::StatusOr<std::vector<std::string>> {
-        auto entries = cache.List();
-        if (!entries.ok()) {
-          return entries.status();
-        }
-        std::set<std::string> keep;
-        for (const auto& e : *entries) {
-          for (const auto& used : in_use) {
-            if (Under(used, e.path)) {
-              keep.insert(e.path);
-            }
-          }
-          for (const auto& ref : e.references) {
-            if (desired_images.count(ref) != 0) {
-              keep.insert(e.path);
-            }
-          }
-        }
-        return cache.Prune(keep);
-      });
 }
 
 grpc::Status LocalService::Images(grpc::ServerContext* /*ctx*/, const v1::ImagesRequest* req,

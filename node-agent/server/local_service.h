@@ -41,15 +41,6 @@ struct LocalServiceDeps {
   image::ImageCache* cache = nullptr;  // null: no image cache
 };
 
-// Removes the cached image trees no module uses: neither a tree the reconciler resolved or
-// the journal records, nor one an image of the desired state (`state`'s modules) resolved to
-// before (so a node that restarts without its registry keeps what it will need). Refused
-// while a pull is in flight. Returns the removed paths. `agentctl images --prune` and the
-// agent's periodic GC both come here.
-[[nodiscard]] absl::StatusOr<std::vector<std::string>> PruneUnusedImages(Reconciler& reconciler,
-                                                                       image::ImageCache& cache,
-                                                                       const AgentState& state);
-
 // Pull progress by image: bytes done and total (image::ImageCache::InFlight).
 using PullProgress = std::map<std::string, std::pair<int64_t, int64_t>>;
 
