@@ -139,6 +139,13 @@ std::optional<ImageResolver::Resolution> ImageResolver::Lookup(
   return Resolution{absl::OkStatus(), *e.root, e.digest};
 }
 
+void ImageResolver::Retain(const std::set<std::string>& keys) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = resolved_.begin(); it != resolved_.end();) {
+    it = keys.count(it->first) == 0 ? resolved_.erase(it) : std::next(it);
+  }
+}
+
 std::set<std::string> ImageResolver::Roots() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::set<std::string> out;

@@ -66,6 +66,9 @@ class ImageResolver {
                                                      const std::string& secret, bool retry_due);
   // The last resolution of exactly `spec` (whatever its secret), if any.
   std::optional<Resolution> Lookup(const api::NodeModuleSpec& spec) const;
+  // Forgets the resolutions of the Modules not in `keys` (no longer desired), so that
+  // their trees are no longer in use for the image GC.
+  void Retain(const std::set<std::string>& keys);
 
   // The trees resolved so far, the in-use trees of the image GC.
   std::set<std::string> Roots() const;

@@ -267,6 +267,11 @@ void Reconciler::Pass() {
   last_observe_error_.clear();
   reconcile::ForgetBoot(journal_, observed->boot_id);
 
+  std::set<std::string> desired_keys;
+  for (const PassModule& m : in.modules) {
+    desired_keys.insert(m.spec.Key());
+  }
+  images_.Retain(desired_keys);  // a tree of a Module no longer desired is not in use
   const std::vector<PreparedModule> modules = PrepareAll(in, *observed);
   std::vector<reconcile::DesiredModule> prepared;
   prepared.reserve(modules.size());

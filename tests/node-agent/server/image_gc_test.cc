@@ -226,5 +226,12 @@ TEST_CASE("the image GC keeps the trees in use and removes the others, never dur
   REQUIRE(none.ok());
   CHECK(none->empty());
 
-  CHECK(r.Trees().size() == 2);
+  // ns/slow no longer desired and unloaded: its tree is no longer in use and goes; ns/a's stays.
+  r.rec->SetDesired({"v3", "controller", {kmodd::testing::Spec("ns", "a", a, "mod_a")}, {}});
+  REQUIRE(Eventually([&] { return r.state.Snapshot().modules.size() == 1; }));
+  auto pruned = kmodd::server::PruneUnusedImages(*r.rec, r.cache, r.state);
+  REQUIRE(pruned.ok());
+  CHECK(*pruned == std::vector<std::string>{unused});
+  CHECK(r.Trees() == in_use);
+  CHECK(fs::exists(*in_use.begin() + "/opt/lib/modules/6.1.0-test/mod_a.ko"));
 }

@@ -324,3 +324,21 @@ TEST_CASE("the image resolver pulls from a real registry once, with the image's 
   }
   std::fclose(devnull);
 }
+
+TEST_CASE("the resolutions of Modules no longer desired are forgotten, their trees not in use",
+          "[server][images]") {
+  Rig r;
+  const auto a = r.Spec("ns/a", "r/a:1");
+  const auto b = r.Spec("ns/b", "r/b:1");
+  CHECK(r.Await(a).ok());
+  CHECK(r.Await(b).ok());
+  CHECK(r.resolver->Roots() == std::set<std::string>{"/roots/r/a:1", "/roots/r/b:1"});
+  r.resolver->Retain({"ns/a"});
+  CHECK(r.resolver->Roots() == std::set<std::string>{"/roots/r/a:1"});
+  CHECK_FALSE(r.resolver->Lookup(b));
+  CHECK(r.resolver->Lookup(a));
+  // Desired again: resolved again.
+  CHECK_FALSE(r.resolver->Resolve(b, "", false));
+  CHECK(r.Await(b).ok());
+  CHECK(r.images.Pulls("r/b:1") == 2);
+}
