@@ -69,7 +69,7 @@ absl::Status Reconciler::Start() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     published_journal_ = journal_;
-    last_pass_ = clock_.MonotonicNow();
+    last_pass_ = last_pass_start_ = clock_.MonotonicNow();
     triggered_ = true;
   }
   worker_ = std::thread([this] { Worker(); });
@@ -147,8 +147,10 @@ void Reconciler::Worker() {
   while (!stop_) {
     if (!triggered_) {
       // Woken by a trigger, a retry gate that opens, or the resync period: a pass either way.
+      // A gate that opened during the last pass (a backoff shorter than the pass) is due at
+      // once: the wait ends immediately.
       Clock::Monotonic wake = last_pass_ + options_.resync_every;
-      if (auto gate = planner_.gates().NextOpening(clock_.MonotonicNow()); gate && *gate < wake) {
+      if (auto gate = planner_.gates().NextOpening(last_pass_start_); gate && *gate < wake) {
         wake = *gate;
       }
       clock_.WaitUntil(lock, cv_, wake, [this] { return stop_ || triggered_; });
@@ -236,7 +238,7 @@ void Reconciler::Pass() {
   PassInputs in;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    busy_since_ = clock_.MonotonicNow();
+    busy_since_ = last_pass_start_ = clock_.MonotonicNow();
     in = planner_.TakeInputs();
   }
   auto finish = [this] {

@@ -132,7 +132,8 @@ class Reconciler {
   PassPlanner planner_;
   std::optional<std::pair<std::string, ModuleFacts::Acting>> acting_;
   std::optional<Clock::Monotonic> busy_since_;
-  Clock::Monotonic last_pass_;  // when the last pass ended (or the worker started)
+  Clock::Monotonic last_pass_start_;  // when the last pass began (or the worker started)
+  Clock::Monotonic last_pass_;        // when it ended
   uint64_t passes_ = 0;
   std::mt19937_64 random_;
   // What the last pass saw, for PreviewPass and InUseTrees.

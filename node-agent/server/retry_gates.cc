@@ -9,10 +9,10 @@ bool RetryGates::Open(const std::string& key, Time now) const {
   return g == gates_.end() || (!g->second.terminal && g->second.next <= now);
 }
 
-std::optional<RetryGates::Time> RetryGates::NextOpening(Time now) const {
+std::optional<RetryGates::Time> RetryGates::NextOpening(Time after) const {
   std::optional<Time> wake;
   for (const auto& [key, g] : gates_) {
-    if (!g.terminal && g.next > now && (!wake || g.next < *wake)) {
+    if (!g.terminal && g.next > after && (!wake || g.next < *wake)) {
       wake = g.next;
     }
   }

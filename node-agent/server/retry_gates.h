@@ -25,9 +25,12 @@ class RetryGates {
 
   // Whether `key` may be acted on at `now`.
   bool Open(const std::string& key, Time now) const;
-  // The earliest time after `now` at which a waiting key opens; none when no key waits for
-  // a time (terminal gates wait for a change, and a gate already due wakes nobody).
-  std::optional<Time> NextOpening(Time now) const;
+  // The earliest opening of a gate later than `after`; none when no gate opens after it
+  // (terminal gates wait for a change, not for time). The reconciler passes the start of
+  // its last pass: a gate that opened while that pass ran was still closed when the pass
+  // looked, so it wakes the worker at once, while one that was open then (and left alone,
+  // its action no longer planned) wakes nobody.
+  std::optional<Time> NextOpening(Time after) const;
 
   // An action on `key` ended with `s` at `now`. Success clears the key. A failure closes
   // it for the next backoff step (jittered by `unit`, in [0, 1)), or until a change when

@@ -296,10 +296,13 @@ TEST_CASE("a new desired state reopens failed in-tree reloads, not failed Module
 
 TEST_CASE("a failed observation holds the pass for its retry time without an attempt",
           "[server][pass_planner]") {
+  // NextOpening's argument is the start of the last pass.
   RetryGates gates({milliseconds(100), milliseconds(400)});
   gates.Hold("/observe", kT0 + std::chrono::seconds(1));
   CHECK(gates.NextOpening(kT0) == kT0 + std::chrono::seconds(1));
-  CHECK_FALSE(gates.NextOpening(kT0 + std::chrono::seconds(1)));  // due: wakes nobody
+  // Already open when the last pass began: it wakes nobody (no spinning on a gate whose
+  // action is no longer planned).
+  CHECK_FALSE(gates.NextOpening(kT0 + std::chrono::seconds(1)));
   gates.Clear("/observe");
   CHECK_FALSE(gates.NextOpening(kT0));
 }

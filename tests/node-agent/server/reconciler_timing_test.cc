@@ -1,8 +1,10 @@
 // The reconciler's own timing on a FakeClock, without sleeping: the wedged check behind
-// /healthz, and the periodic resync that repairs drift no event reported.
+// /healthz, the periodic resync that repairs drift no event reported, and a retry whose
+// backoff ends while a pass is still running.
 
 #include <catch2/catch.hpp>
 
+#include <cerrno>
 #include <condition_variable>
 #include <mutex>
 
@@ -18,11 +20,14 @@ using std::chrono::minutes;
 
 namespace {
 
-// A kernel whose inserts wait until the test lets them through: a pass that hangs.
+// A kernel whose inserts (of files named `only`, when set) wait until the test lets them
+// through: a pass that hangs.
 class StuckKernel : public kmodd::testing::LockedKernel {
  public:
+  std::string only;
+
   absl::Status InsertFile(const std::string& path, const std::string& params) override {
-    {
+    if (only.empty() || path.find(only) != std::string::npos) {
       std::unique_lock<std::mutex> l(mu_);
       stuck_ = true;
       cv_.notify_all();
@@ -127,4 +132,26 @@ TEST_CASE("the reconciler repairs drift no event reported at the next resync per
   CHECK(r.rec->passes() == passes);
   r.clock.Advance(std::chrono::milliseconds(1));
   REQUIRE(Eventually([&] { return r.Loaded() && r.rec->passes() > passes; }));
+}
+
+TEST_CASE("a retry whose backoff ended during a long pass runs right after it, not at the resync",
+          "[server][timing]") {
+  TimingRig<StuckKernel> r;
+  r.kernel.only = "mod_b.ko";
+  r.kernel.With([](kmodd::testing::FakeKernel& k) { return k.fail_insert["mod_a"] = EBUSY; });
+  const std::string image_b = "dir:" + kmodd::testing::MakeDriverImage(r.dir.path + "/img_b", {"mod_b"});
+  // Loads run by key: ns/a fails (retried after at most 1 s), then ns/b hangs in the kernel.
+  r.rec->SetDesired({"v1",
+                     "controller",
+                     {kmodd::testing::Spec("ns", "a", r.image, "mod_a"),
+                      kmodd::testing::Spec("ns", "b", image_b, "mod_b")},
+                     {}});
+  REQUIRE(r.kernel.AwaitStuck());
+  REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", ModulePhase::kFailed); }));
+  r.kernel.With([](kmodd::testing::FakeKernel& k) { return k.fail_insert.erase("mod_a"); });
+  r.clock.Advance(std::chrono::seconds(1));  // ns/a's retry is due while the pass still runs
+  r.kernel.Release();
+  // No more time passes: the retry must not wait for the resync period.
+  REQUIRE(Eventually([&] { return r.Loaded(); }));
+  CHECK(PhaseIs(r.state, "ns/b", ModulePhase::kLoaded));
 }
