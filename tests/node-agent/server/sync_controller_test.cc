@@ -1,0 +1,267 @@
+// The real agent meets the real controller: the agent's SyncClient and Reconciler (over
+// FakeKernel; driver images pulled from a real registry into the real image cache) against
+// the controller's SyncServer, Hub and directory source on 127.0.0.1 over mutual TLS. The
+// agent gets its desired state from a Module manifest, loads it, reports it; the
+// controller restarts (a new process would have a new Hub, source and server, on the same
+// address) and the agent reconnects by itself, keeps the module loaded meanwhile, and
+// applies the restarted controller's changes. Without the registry it fails, never skips.
+// node-agent/ never includes controller/ headers; a test may link both.
+
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <memory>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "common/file.h"
+#include "common/http/beast_client.h"
+#include "controller/server/hub.h"
+#include "controller/server/sync_server.h"
+#include "controller/source/dir_source.h"
+#include "node-agent/image/cache.h"
+#include "node-agent/reconcile/oci_image_store.h"
+#include "node-agent/server/reconciler.h"
+#include "node-agent/server/sync_client.h"
+#include "server_rig.h"
+#include "tests/common/http/real_registry.h"
+#include "tests/common/http/test_pki.h"
+
+namespace pki = kmodd::http::testing::pki_detail;
+using kmodd::server::ModulePhase;
+using kmodd::testing::Eventually;
+using kmodd::testing::PhaseIs;
+using namespace std::chrono_literals;  // NOLINT(google-build-using-namespace)
+
+namespace {
+
+struct Pki {
+  pki::Key ca_key = pki::NewKey();
+  pki::Cert ca = pki::NewCert("kmodd test CA", ca_key.get(), nullptr, ca_key.get(),
+                              {{NID_basic_constraints, "critical,CA:TRUE"},
+                               {NID_key_usage, "critical,keyCertSign,cRLSign"},
+                               {NID_subject_key_identifier, "hash"}},
+                              1);
+  long serial = 2;
+
+  // {cert, key} for `cn` signed by this CA.
+  std::pair<std::string, std::string> Issue(const std::string& cn, const std::string& san,
+                                            const char* usage) {
+    pki::Key key = pki::NewKey();
+    std::vector<std::pair<int, std::string>> ext = {{NID_basic_constraints, "critical,CA:FALSE"},
+                                                    {NID_key_usage, "critical,digitalSignature"},
+                                                    {NID_ext_key_usage, usage},
+                                                    {NID_authority_key_identifier, "keyid"}};
+    if (!san.empty()) {
+      ext.emplace_back(NID_subject_alt_name, san);
+    }
+    pki::Cert cert = pki::NewCert(cn, key.get(), ca.get(), ca_key.get(), ext, serial++);
+    return {pki::Pem(cert.get()), pki::Pem(key.get())};
+  }
+  std::string CaPem() const { return pki::Pem(ca.get()); }
+};
+
+std::string ModuleYaml(const std::string& image, const std::string& module) {
+  return absl::StrCat(
+      "apiVersion: kmm.sigs.x-k8s.io/v1beta1\nkind: Module\nmetadata: {name: a, namespace: demo}\n"
+      "spec:\n  selector: {role: worker}\n  moduleLoader:\n    container:\n"
+      "      modprobe: {moduleName: ", module, "}\n      kernelMappings:\n"
+      "        - {regexp: '^6\\.1\\.', containerImage: '", image, "'}\n");
+}
+
+// The controller as kmodd-controller runs it standalone: directory source, hub, Sync server.
+struct Controller {
+  Controller(const std::string& manifests, kmodd::server::ServerOptions opts, kmodd::Logger& log)
+      : hub({"run-" + std::to_string(++runs), 10min}, [] { return int64_t{1'700'000'000'000}; },
+            log),
+        source(manifests, log, 20ms),
+        server(hub, std::move(opts), log) {
+    REQUIRE(source.Start([this](const kmodd::source::SourceUpdate& u) { hub.ApplySource(u); }).ok());
+    REQUIRE(server.Start().ok());
+  }
+  ~Controller() {
+    source.Stop();
+    server.Shutdown();
+  }
+  // Waits, bounded, for the hub's record of `node` to satisfy `pred`.
+  bool NodeEventually(const std::string& node,
+                      const std::function<bool(const kmodd::server::NodeRecord&)>& pred) {
+    if (Eventually(
+            [&] {
+              const auto n = hub.Node(node);
+              return n.has_value() && pred(*n);
+            },
+            10s)) {
+      return true;
+    }
+    const auto n = hub.Node(node);  // what it was instead, for the failure's message
+    if (!n) {
+      UNSCOPED_INFO("the controller knows no node " << node);
+    } else {
+      UNSCOPED_INFO("node " << node << ": connected=" << n->connected << " pushed="
+                            << n->pushed_version << " acked=" << n->acked_version
+                            << " applied=" << n->applied_version << " nack=" << n->nack_error
+                            << " modules=" << n->modules.size()
+                            << (n->modules.empty() ? "" : " first=" + n->modules[0].key + " " +
+                                                              n->modules[0].phase + " " +
+                                                              n->modules[0].message));
+    }
+    if (log_text) {
+      UNSCOPED_INFO("controller log:\n" << log_text());
+    }
+    return false;
+  }
+  static inline int runs = 0;
+  std::function<std::string()> log_text;  // for a failure's message
+  kmodd::server::Hub hub;
+  kmodd::source::DirSource source;
+  kmodd::server::SyncServer server;
+};
+
+struct Pushed {
+  std::string image;   // the reference
+  std::string digest;  // of its manifest
+};
+
+// Pushes a driver image holding `module` to `registry`.
+Pushed PushDriver(const kmodd::testing::Registry& registry, const std::string& dir,
+                  const std::string& tag, const std::string& module) {
+  kmodd::testing::MakeDriverImage(dir + "/src-" + tag, {module});
+  const auto [code, out] = kmodd::testing::Run(
+      std::string(KMODD_SOURCE_DIR) + "/tools/registry/push-image " +
+      registry.Env("KMODD_REGISTRY_DIR") + " kmodd/driver:" + tag + " --layer " + dir + "/src-" + tag);
+  INFO(out);
+  REQUIRE(code == 0);
+  auto value = [&out = out](const std::string& key) {
+    const size_t at = out.find(key + "=");
+    REQUIRE(at != std::string::npos);
+    const size_t from = at + key.size() + 1;
+    return out.substr(from, out.find('\n', from) - from);
+  };
+  return {value("KMODD_IMAGE"), value("KMODD_IMAGE_DIGEST")};
+}
+
+// The node reports demo/a Loaded from the image with `digest`, working on what it was sent.
+bool ReportsLoaded(const kmodd::server::NodeRecord& n, const std::string& digest) {
+  return n.connected && n.modules.size() == 1 && n.modules[0].key == "demo/a" &&
+         n.modules[0].phase == "Loaded" && n.modules[0].image_digest == digest &&
+         n.acked_version == n.pushed_version && n.applied_version == n.pushed_version;
+}
+
+}  // namespace
+
+TEST_CASE("the real Sync client and server: desired state, reports, and a controller restart",
+          "[server][sync][registry]") {
+  kmodd::testing::ServerTempDir dir;
+  kmodd::testing::Registry registry("https");
+  const std::string manifests = dir.path + "/manifests";
+  std::filesystem::create_directories(manifests);
+  const Pushed v1 = PushDriver(registry, dir.path, "v1", "mod_a");
+  const Pushed v2 = PushDriver(registry, dir.path, "v2", "mod_b");
+  REQUIRE(kmodd::WriteFileAtomic(manifests + "/a.yaml", ModuleYaml(v1.image, "mod_a")).ok());
+
+  Pki ca;
+  kmodd::server::ServerOptions so;
+  so.listen = "127.0.0.1:0";
+  std::tie(so.cert_pem, so.key_pem) = ca.Issue("kmodd controller", "IP:127.0.0.1", "serverAuth");
+  so.ca_pem = ca.CaPem();
+  const auto agent_cert = ca.Issue("node-a", "", "clientAuth");
+
+  const std::string controller_log_path = dir.path + "/controller.log";
+  std::FILE* controller_log_file = std::fopen(controller_log_path.c_str(), "w");
+  std::FILE* agent_log_file = std::fopen("/dev/null", "w");
+  {
+    kmodd::Logger controller_log{controller_log_file};
+    kmodd::Logger agent_log{agent_log_file};
+    auto controller_log_text = [&] {
+      std::fflush(controller_log_file);
+      return kmodd::ReadFile(controller_log_path).value_or("");
+    };
+    auto controller = std::make_unique<Controller>(manifests, so, controller_log);
+    controller->log_text = controller_log_text;
+    const int port = controller->server.port();
+    so.listen = absl::StrCat("127.0.0.1:", port);  // a restart binds the same address
+
+    // The agent, as kmodd-agent run wires it (RealClock: the Sync client waits in real time).
+    kmodd::RealClock clock;
+    kmodd::testing::LockedKernel kernel;
+    kmodd::testing::FakeFirmware firmware;
+    kmodd::server::AgentState state(clock);
+    kmodd::server::Metrics metrics;
+    kmodd::server::ReconcilerOptions ro;
+    ro.journal_path = dir.path + "/journal.json";
+    kmodd::image::ImageCache cache(
+        dir.path + "/cache",
+        [](const kmodd::image::RegistryOptions& o)
+            -> absl::StatusOr<std::unique_ptr<kmodd::http::HttpClient>> {
+          kmodd::http::ClientOptions opts;
+          opts.tls.ca_file = o.ca_file;
+          auto c = kmodd::http::BeastHttpClient::Create(opts);
+          if (!c.ok()) {
+            return c.status();
+          }
+          return std::unique_ptr<kmodd::http::HttpClient>(std::move(*c));
+        });
+    const std::string registry_ca = registry.Env("KMODD_REGISTRY_CA");
+    ro.image_store = [&](const std::string& secret) {
+      kmodd::reconcile::OciImageStore::Options io;
+      io.ca_file = registry_ca;
+      io.pull_secret = secret;
+      return std::make_unique<kmodd::reconcile::OciImageStore>(cache, io);
+    };
+    kmodd::server::Reconciler rec(kernel, &firmware, state, metrics, agent_log, clock, ro);
+    REQUIRE(rec.Start().ok());
+    kmodd::server::SyncClientOptions co;
+    co.target = so.listen;
+    co.ca_pem = ca.CaPem();
+    std::tie(co.cert_pem, co.key_pem) = agent_cert;
+    co.backoff = {20ms, 200ms};
+    co.desired_path = dir.path + "/desired.pb";
+    co.seed = 7;
+    kmodd::server::NodeFacts facts;
+    facts.name = "node-a";
+    facts.kernel_release = "6.1.0-test";
+    facts.labels = {{"role", "worker"}};
+    kmodd::server::SyncClient client(
+        co, facts, state, [&rec](kmodd::server::DesiredState d) { rec.SetDesired(std::move(d)); },
+        agent_log);
+    client.Start();
+    auto loaded = [&](const std::string& m) {
+      return kernel.With([&](kmodd::testing::FakeKernel& k) { return k.IsLoaded(m); });
+    };
+
+    // Connected over mTLS under its certificate's name; the Module's desired state arrives,
+    // is ACKed and persisted, loaded, and reported Loaded to the controller.
+    REQUIRE(controller->NodeEventually("node-a", [&](const auto& n) { return ReportsLoaded(n, v1.digest); }));
+    CHECK(loaded("mod_a"));
+    CHECK(state.Snapshot().controller.connected);
+    CHECK(std::filesystem::exists(co.desired_path));
+    const std::string first_version = controller->hub.Node("node-a")->pushed_version;
+
+    // The controller goes away: the agent keeps the module loaded and says it is alone.
+    controller.reset();
+    REQUIRE(Eventually([&] { return !state.Snapshot().controller.connected; }, 10s));
+    CHECK(loaded("mod_a"));
+    CHECK(PhaseIs(state, "demo/a", ModulePhase::kLoaded));
+
+    // A new controller on the same address, from the manifests as they are now (the Module
+    // moved to v2 meanwhile): the agent reconnects, gets the new state and applies it.
+    REQUIRE(kmodd::WriteFileAtomic(manifests + "/a.yaml", ModuleYaml(v2.image, "mod_b")).ok());
+    controller = std::make_unique<Controller>(manifests, so, controller_log);
+    controller->log_text = controller_log_text;
+    REQUIRE(controller->NodeEventually("node-a", [&](const auto& n) {
+      return ReportsLoaded(n, v2.digest) && n.pushed_version != first_version;
+    }));
+    CHECK(loaded("mod_b"));
+    CHECK_FALSE(loaded("mod_a"));
+    CHECK(state.Snapshot().controller.connected);
+    const auto snap = state.Snapshot();
+    REQUIRE(snap.modules.size() == 1);
+    CHECK(snap.modules[0].kernel_modules == std::vector<std::string>{"mod_b"});
+
+    client.Stop();
+    controller.reset();
+  }
+  std::fclose(agent_log_file);
+  std::fclose(controller_log_file);
+}
