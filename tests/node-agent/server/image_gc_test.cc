@@ -10,12 +10,11 @@
 #include <fstream>
 #include <mutex>
 
-#include "common/http/beast_client.h"
 #include "node-agent/image/cache.h"
 #include "node-agent/reconcile/oci_image_store.h"
 #include "node-agent/server/image_gc.h"
+#include "registry_rig.h"
 #include "server_rig.h"
-#include "tests/common/http/real_registry.h"
 #include "tests/fakes/fake_clock.h"
 
 namespace fs = std::filesystem;
@@ -109,15 +108,7 @@ class GatedStore : public kmodd::reconcile::ImageStore {
   std::unique_ptr<kmodd::reconcile::ImageStore> real_;
 };
 
-struct GcRig {
-  kmodd::testing::ServerTempDir dir;
-  kmodd::FakeClock clock;
-  kmodd::testing::LockedKernel kernel;
-  kmodd::testing::FakeFirmware firmware;
-  kmodd::server::AgentState state{clock};
-  kmodd::server::Metrics metrics;
-  std::FILE* devnull = std::fopen("/dev/null", "w");
-  kmodd::Logger log{devnull};
+struct GcRig : kmodd::testing::AgentParts<> {
   kmodd::image::ImageCache cache{
       dir.path + "/cache",
       [](const kmodd::image::RegistryOptions&)
@@ -128,8 +119,7 @@ struct GcRig {
   std::unique_ptr<kmodd::server::Reconciler> rec;
 
   GcRig() {
-    kmodd::server::ReconcilerOptions o;
-    o.journal_path = dir.path + "/journal.json";
+    kmodd::server::ReconcilerOptions o = Options();
     o.image_store = [this](const std::string& secret) {
       kmodd::reconcile::OciImageStore::Options io;
       io.pull_secret = secret;
@@ -147,19 +137,10 @@ struct GcRig {
     }
     gate.cv.notify_all();
     rec.reset();
-    std::fclose(devnull);
   }
   // An OCI layout holding a driver tree with `module`, as oci-layout:PATH:TAG.
   std::string Image(const std::string& name, const std::string& module) {
-    kmodd::testing::MakeDriverImage(dir.path + "/src-" + name, {module});
-    const auto [code, out] = kmodd::testing::Run(
-        std::string(KMODD_SOURCE_DIR) + "/tools/registry/push-image " + dir.path +
-        "/layouts kmodd/" + name + ":v1 --no-push --layer " + dir.path + "/src-" + name);
-    INFO(out);
-    REQUIRE(code == 0);
-    const size_t at = out.find("KMODD_IMAGE_LAYOUT=");
-    REQUIRE(at != std::string::npos);
-    return "oci-layout:" + out.substr(at + 19, out.find('\n', at) - at - 19) + ":v1";
+    return kmodd::testing::MakeDriver(nullptr, dir.path, "kmodd/" + name + ":v1", module).image;
   }
   std::set<std::string> Trees() {
     auto entries = cache.List();

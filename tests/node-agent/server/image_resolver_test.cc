@@ -10,12 +10,11 @@
 #include <mutex>
 #include <stdexcept>
 
-#include "common/http/beast_client.h"
 #include "node-agent/image/cache.h"
 #include "node-agent/reconcile/oci_image_store.h"
 #include "node-agent/server/image_resolver.h"
+#include "registry_rig.h"
 #include "server_rig.h"
-#include "tests/common/http/real_registry.h"
 
 using kmodd::server::ImageResolver;
 using kmodd::testing::Eventually;
@@ -266,34 +265,11 @@ TEST_CASE("the image resolver pulls from a real registry once, with the image's 
           "[registry]") {
   kmodd::testing::ServerTempDir dir;
   kmodd::testing::Registry registry("https");
-  kmodd::testing::MakeDriverImage(dir.path + "/image", {"mod_a"});
-  const auto [code, out] =
-      kmodd::testing::Run(std::string(KMODD_SOURCE_DIR) + "/tools/registry/push-image " +
-                          registry.Env("KMODD_REGISTRY_DIR") + " kmodd/driver:v1 --layer " +
-                          dir.path + "/image");
-  INFO(out);
-  REQUIRE(code == 0);
-  auto value = [&out = out](const std::string& key) {
-    const size_t at = out.find(key + "=");
-    REQUIRE(at != std::string::npos);
-    const size_t from = at + key.size() + 1;
-    return out.substr(from, out.find('\n', from) - from);
-  };
-  const std::string image = value("KMODD_IMAGE");
-  const std::string digest = value("KMODD_IMAGE_DIGEST");
-
-  kmodd::image::ImageCache cache(
-      dir.path + "/cache",
-      [](const kmodd::image::RegistryOptions& o)
-          -> absl::StatusOr<std::unique_ptr<kmodd::http::HttpClient>> {
-        kmodd::http::ClientOptions opts;
-        opts.tls.ca_file = o.ca_file;
-        auto c = kmodd::http::BeastHttpClient::Create(opts);
-        if (!c.ok()) {
-          return c.status();
-        }
-        return std::unique_ptr<kmodd::http::HttpClient>(std::move(*c));
-      });
+  const kmodd::testing::DriverImage pushed =
+      kmodd::testing::MakeDriver(&registry, dir.path, "kmodd/driver:v1", "mod_a");
+  const std::string& image = pushed.image;
+  const std::string& digest = pushed.digest;
+  kmodd::image::ImageCache cache(dir.path + "/cache", kmodd::agent::BeastFactory());
   std::atomic<int> stores{0};
   const std::string ca = registry.Env("KMODD_REGISTRY_CA");
   std::FILE* devnull = std::fopen("/dev/null", "w");

@@ -55,39 +55,24 @@ class StuckKernel : public kmodd::testing::LockedKernel {
 };
 
 template <class Kernel>
-struct TimingRig {
-  kmodd::testing::ServerTempDir dir;
-  kmodd::FakeClock clock;
-  Kernel kernel;
-  kmodd::testing::FakeFirmware firmware;
-  kmodd::server::AgentState state{clock};
-  kmodd::server::Metrics metrics;
-  std::FILE* devnull = std::fopen("/dev/null", "w");
-  kmodd::Logger log{devnull};
+struct TimingRig : kmodd::testing::AgentParts<kmodd::FakeClock, Kernel> {
+  std::string image =
+      "dir:" + kmodd::testing::MakeDriverImage(this->dir.path + "/img", {"mod_a"});
   std::unique_ptr<kmodd::server::Reconciler> rec;
-  std::string image = "dir:" + kmodd::testing::MakeDriverImage(dir.path + "/img", {"mod_a"});
 
   TimingRig() {
-    kmodd::server::ReconcilerOptions o;
-    o.journal_path = dir.path + "/journal.json";
+    kmodd::server::ReconcilerOptions o = this->Options();
     o.wedged_after = minutes(10);
     o.resync_every = minutes(5);
     o.image_store = [](const std::string&) {
       return std::make_unique<kmodd::reconcile::DirImageStore>();
     };
-    rec = std::make_unique<kmodd::server::Reconciler>(kernel, &firmware, state, metrics, log,
-                                                      clock, o);
+    rec = std::make_unique<kmodd::server::Reconciler>(this->kernel, &this->firmware, this->state,
+                                                      this->metrics, this->log, this->clock, o);
     REQUIRE(rec->Start().ok());
-  }
-  ~TimingRig() {
-    rec.reset();
-    std::fclose(devnull);
   }
   void Desire() {
     rec->SetDesired({"v1", "controller", {kmodd::testing::Spec("ns", "a", image, "mod_a")}, {}});
-  }
-  bool Loaded() {
-    return kernel.With([](kmodd::testing::FakeKernel& k) { return k.IsLoaded("mod_a"); });
   }
 };
 
@@ -131,7 +116,7 @@ TEST_CASE("the reconciler repairs drift no event reported at the next resync per
   r.clock.Advance(minutes(5) - std::chrono::milliseconds(1));
   CHECK(r.rec->passes() == passes);
   r.clock.Advance(std::chrono::milliseconds(1));
-  REQUIRE(Eventually([&] { return r.Loaded() && r.rec->passes() > passes; }));
+  REQUIRE(Eventually([&] { return r.Loaded("mod_a") && r.rec->passes() > passes; }));
 }
 
 TEST_CASE("a retry whose backoff ended during a long pass runs right after it, not at the resync",
@@ -152,6 +137,6 @@ TEST_CASE("a retry whose backoff ended during a long pass runs right after it, n
   r.clock.Advance(std::chrono::seconds(1));  // ns/a's retry is due while the pass still runs
   r.kernel.Release();
   // No more time passes: the retry must not wait for the resync period.
-  REQUIRE(Eventually([&] { return r.Loaded(); }));
+  REQUIRE(Eventually([&] { return r.Loaded("mod_a"); }));
   CHECK(PhaseIs(r.state, "ns/b", ModulePhase::kLoaded));
 }

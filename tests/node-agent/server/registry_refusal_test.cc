@@ -8,12 +8,11 @@
 #include <atomic>
 
 #include "absl/strings/escaping.h"
-#include "common/http/beast_client.h"
 #include "node-agent/image/cache.h"
 #include "node-agent/reconcile/oci_image_store.h"
 #include "node-agent/server/reconciler.h"
+#include "registry_rig.h"
 #include "server_rig.h"
-#include "tests/common/http/real_registry.h"
 #include "tests/fakes/fake_clock.h"
 
 namespace {
@@ -34,16 +33,8 @@ TEST_CASE("a pull secret the real registry refuses is retried as an auth problem
           "[registry]") {
   kmodd::testing::ServerTempDir dir;
   kmodd::testing::Registry registry("basic");
-  kmodd::testing::MakeDriverImage(dir.path + "/image", {"mod_a"});
-  const auto [code, out] =
-      kmodd::testing::Run(std::string(KMODD_SOURCE_DIR) + "/tools/registry/push-image " +
-                          registry.Env("KMODD_REGISTRY_DIR") + " kmodd/driver:v1 --layer " +
-                          dir.path + "/image");
-  INFO(out);
-  REQUIRE(code == 0);
-  const size_t at = out.find("KMODD_IMAGE=");
-  REQUIRE(at != std::string::npos);
-  const std::string image = out.substr(at + 12, out.find('\n', at) - at - 12);
+  const std::string image =
+      kmodd::testing::MakeDriver(&registry, dir.path, "kmodd/driver:v1", "mod_a").image;
 
   kmodd::FakeClock clock;
   kmodd::testing::LockedKernel kernel;
@@ -52,18 +43,7 @@ TEST_CASE("a pull secret the real registry refuses is retried as an auth problem
   kmodd::server::Metrics metrics;
   std::FILE* devnull = std::fopen("/dev/null", "w");
   kmodd::Logger log{devnull};
-  kmodd::image::ImageCache cache(
-      dir.path + "/cache",
-      [](const kmodd::image::RegistryOptions& o)
-          -> absl::StatusOr<std::unique_ptr<kmodd::http::HttpClient>> {
-        kmodd::http::ClientOptions opts;
-        opts.tls.ca_file = o.ca_file;
-        auto c = kmodd::http::BeastHttpClient::Create(opts);
-        if (!c.ok()) {
-          return c.status();
-        }
-        return std::unique_ptr<kmodd::http::HttpClient>(std::move(*c));
-      });
+  kmodd::image::ImageCache cache(dir.path + "/cache", kmodd::agent::BeastFactory());
   std::atomic<int> pulls{0};
   kmodd::server::ReconcilerOptions o;
   o.journal_path = dir.path + "/journal.json";

@@ -15,7 +15,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/file.h"
-#include "common/http/beast_client.h"
 #include "controller/server/hub.h"
 #include "controller/server/sync_server.h"
 #include "controller/source/dir_source.h"
@@ -23,43 +22,16 @@
 #include "node-agent/reconcile/oci_image_store.h"
 #include "node-agent/server/reconciler.h"
 #include "node-agent/server/sync_client.h"
+#include "registry_rig.h"
 #include "server_rig.h"
-#include "tests/common/http/real_registry.h"
 #include "tests/common/http/test_pki.h"
 
-namespace pki = kmodd::http::testing::pki_detail;
 using kmodd::server::ModulePhase;
 using kmodd::testing::Eventually;
 using kmodd::testing::PhaseIs;
 using namespace std::chrono_literals;  // NOLINT(google-build-using-namespace)
 
 namespace {
-
-struct Pki {
-  pki::Key ca_key = pki::NewKey();
-  pki::Cert ca = pki::NewCert("kmodd test CA", ca_key.get(), nullptr, ca_key.get(),
-                              {{NID_basic_constraints, "critical,CA:TRUE"},
-                               {NID_key_usage, "critical,keyCertSign,cRLSign"},
-                               {NID_subject_key_identifier, "hash"}},
-                              1);
-  long serial = 2;
-
-  // {cert, key} for `cn` signed by this CA.
-  std::pair<std::string, std::string> Issue(const std::string& cn, const std::string& san,
-                                            const char* usage) {
-    pki::Key key = pki::NewKey();
-    std::vector<std::pair<int, std::string>> ext = {{NID_basic_constraints, "critical,CA:FALSE"},
-                                                    {NID_key_usage, "critical,digitalSignature"},
-                                                    {NID_ext_key_usage, usage},
-                                                    {NID_authority_key_identifier, "keyid"}};
-    if (!san.empty()) {
-      ext.emplace_back(NID_subject_alt_name, san);
-    }
-    pki::Cert cert = pki::NewCert(cn, key.get(), ca.get(), ca_key.get(), ext, serial++);
-    return {pki::Pem(cert.get()), pki::Pem(key.get())};
-  }
-  std::string CaPem() const { return pki::Pem(ca.get()); }
-};
 
 std::string ModuleYaml(const std::string& image, const std::string& module) {
   return absl::StrCat(
@@ -118,29 +90,6 @@ struct Controller {
   kmodd::server::SyncServer server;
 };
 
-struct Pushed {
-  std::string image;   // the reference
-  std::string digest;  // of its manifest
-};
-
-// Pushes a driver image holding `module` to `registry`.
-Pushed PushDriver(const kmodd::testing::Registry& registry, const std::string& dir,
-                  const std::string& tag, const std::string& module) {
-  kmodd::testing::MakeDriverImage(dir + "/src-" + tag, {module});
-  const auto [code, out] = kmodd::testing::Run(
-      std::string(KMODD_SOURCE_DIR) + "/tools/registry/push-image " +
-      registry.Env("KMODD_REGISTRY_DIR") + " kmodd/driver:" + tag + " --layer " + dir + "/src-" + tag);
-  INFO(out);
-  REQUIRE(code == 0);
-  auto value = [&out = out](const std::string& key) {
-    const size_t at = out.find(key + "=");
-    REQUIRE(at != std::string::npos);
-    const size_t from = at + key.size() + 1;
-    return out.substr(from, out.find('\n', from) - from);
-  };
-  return {value("KMODD_IMAGE"), value("KMODD_IMAGE_DIGEST")};
-}
-
 // The node reports demo/a Loaded from the image with `digest`, working on what it was sent.
 bool ReportsLoaded(const kmodd::server::NodeRecord& n, const std::string& digest) {
   return n.connected && n.modules.size() == 1 && n.modules[0].key == "demo/a" &&
@@ -156,23 +105,21 @@ TEST_CASE("the real Sync client and server: desired state, reports, and a contro
   kmodd::testing::Registry registry("https");
   const std::string manifests = dir.path + "/manifests";
   std::filesystem::create_directories(manifests);
-  const Pushed v1 = PushDriver(registry, dir.path, "v1", "mod_a");
-  const Pushed v2 = PushDriver(registry, dir.path, "v2", "mod_b");
+  const auto v1 = kmodd::testing::MakeDriver(&registry, dir.path, "kmodd/driver:v1", "mod_a");
+  const auto v2 = kmodd::testing::MakeDriver(&registry, dir.path, "kmodd/driver:v2", "mod_b");
   REQUIRE(kmodd::WriteFileAtomic(manifests + "/a.yaml", ModuleYaml(v1.image, "mod_a")).ok());
 
-  Pki ca;
+  kmodd::http::testing::TestCa ca;
   kmodd::server::ServerOptions so;
   so.listen = "127.0.0.1:0";
   std::tie(so.cert_pem, so.key_pem) = ca.Issue("kmodd controller", "IP:127.0.0.1", "serverAuth");
-  so.ca_pem = ca.CaPem();
+  so.ca_pem = ca.Pem();
   const auto agent_cert = ca.Issue("node-a", "", "clientAuth");
 
   const std::string controller_log_path = dir.path + "/controller.log";
   std::FILE* controller_log_file = std::fopen(controller_log_path.c_str(), "w");
-  std::FILE* agent_log_file = std::fopen("/dev/null", "w");
   {
     kmodd::Logger controller_log{controller_log_file};
-    kmodd::Logger agent_log{agent_log_file};
     auto controller_log_text = [&] {
       std::fflush(controller_log_file);
       return kmodd::ReadFile(controller_log_path).value_or("");
@@ -182,26 +129,12 @@ TEST_CASE("the real Sync client and server: desired state, reports, and a contro
     const int port = controller->server.port();
     so.listen = absl::StrCat("127.0.0.1:", port);  // a restart binds the same address
 
-    // The agent, as kmodd-agent run wires it (RealClock: the Sync client waits in real time).
-    kmodd::RealClock clock;
-    kmodd::testing::LockedKernel kernel;
-    kmodd::testing::FakeFirmware firmware;
-    kmodd::server::AgentState state(clock);
-    kmodd::server::Metrics metrics;
-    kmodd::server::ReconcilerOptions ro;
-    ro.journal_path = dir.path + "/journal.json";
-    kmodd::image::ImageCache cache(
-        dir.path + "/cache",
-        [](const kmodd::image::RegistryOptions& o)
-            -> absl::StatusOr<std::unique_ptr<kmodd::http::HttpClient>> {
-          kmodd::http::ClientOptions opts;
-          opts.tls.ca_file = o.ca_file;
-          auto c = kmodd::http::BeastHttpClient::Create(opts);
-          if (!c.ok()) {
-            return c.status();
-          }
-          return std::unique_ptr<kmodd::http::HttpClient>(std::move(*c));
-        });
+    // The agent, as kmodd-agent run wires it (RealClock: the Sync client waits in real
+    // time); its parts outlive the reconciler and the client below.
+    kmodd::testing::AgentParts<kmodd::RealClock> agent;
+    kmodd::server::AgentState& state = agent.state;
+    kmodd::server::ReconcilerOptions ro = agent.Options();
+    kmodd::image::ImageCache cache(dir.path + "/cache", kmodd::agent::BeastFactory());
     const std::string registry_ca = registry.Env("KMODD_REGISTRY_CA");
     ro.image_store = [&](const std::string& secret) {
       kmodd::reconcile::OciImageStore::Options io;
@@ -209,14 +142,15 @@ TEST_CASE("the real Sync client and server: desired state, reports, and a contro
       io.pull_secret = secret;
       return std::make_unique<kmodd::reconcile::OciImageStore>(cache, io);
     };
-    kmodd::server::Reconciler rec(kernel, &firmware, state, metrics, agent_log, clock, ro);
+    kmodd::server::Reconciler rec(agent.kernel, &agent.firmware, state, agent.metrics, agent.log,
+                                  agent.clock, ro);
     REQUIRE(rec.Start().ok());
     kmodd::server::SyncClientOptions co;
     co.target = so.listen;
-    co.ca_pem = ca.CaPem();
+    co.ca_pem = ca.Pem();
     std::tie(co.cert_pem, co.key_pem) = agent_cert;
     co.backoff = {20ms, 200ms};
-    co.desired_path = dir.path + "/desired.pb";
+    co.desired_path = agent.dir.path + "/desired.pb";
     co.seed = 7;
     kmodd::server::NodeFacts facts;
     facts.name = "node-a";
@@ -224,11 +158,9 @@ TEST_CASE("the real Sync client and server: desired state, reports, and a contro
     facts.labels = {{"role", "worker"}};
     kmodd::server::SyncClient client(
         co, facts, state, [&rec](kmodd::server::DesiredState d) { rec.SetDesired(std::move(d)); },
-        agent_log);
+        agent.log);
     client.Start();
-    auto loaded = [&](const std::string& m) {
-      return kernel.With([&](kmodd::testing::FakeKernel& k) { return k.IsLoaded(m); });
-    };
+    auto loaded = [&](const std::string& m) { return agent.Loaded(m); };
 
     // Connected over mTLS under its certificate's name; the Module's desired state arrives,
     // is ACKed and persisted, loaded, and reported Loaded to the controller.
@@ -262,6 +194,5 @@ TEST_CASE("the real Sync client and server: desired state, reports, and a contro
     client.Stop();
     controller.reset();
   }
-  std::fclose(agent_log_file);
   std::fclose(controller_log_file);
 }
