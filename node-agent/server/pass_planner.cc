@@ -106,13 +106,14 @@ PassInputs PassPlanner::TakeInputs() {
     in.version = desired_->version;
     modules = desired_->modules;
   }
-  for (const auto& [key, spec] : load_overrides_) {
+  for (const auto& entry : load_overrides_) {
+    const std::string& key = entry.first;  // a named variable: lambdas cannot capture bindings
     auto it = std::find_if(modules.begin(), modules.end(),
                            [&key](const api::NodeModuleSpec& m) { return m.Key() == key; });
     if (it != modules.end()) {
-      *it = spec;
+      *it = entry.second;
     } else {
-      modules.push_back(spec);
+      modules.push_back(entry.second);
     }
   }
   for (auto& spec : modules) {
