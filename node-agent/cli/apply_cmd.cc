@@ -19,7 +19,7 @@
 #include "node-agent/kernel/kmod_kernel.h"
 #include "node-agent/reconcile/executor.h"
 #include "node-agent/reconcile/oci_image_store.h"
-#include "node-agent/reconcile/plan.h"
+#include "node-agent/reconcile/action_planner.h"
 
 namespace kmodd::agent {
 

@@ -4,21 +4,15 @@
 #include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <condition_variable>
 #include <csignal>
 #include <filesystem>
-#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <thread>
 
-#include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/file.h"
 #include "common/log.h"
 #include "firmware/stager.h"
@@ -26,18 +20,18 @@
 #include "node-agent/cli/image_flags.h"
 #include "node-agent/kernel/kmod_kernel.h"
 #include "node-agent/kernel/udev_monitor.h"
-#include "node-agent/reconcile/journal.h"
 #include "node-agent/reconcile/oci_image_store.h"
 #include "node-agent/server/agent_state.h"
 #include "node-agent/server/firmware_store.h"
+#include "node-agent/server/image_gc.h"
 #include "node-agent/server/local_service.h"
 #include "node-agent/server/metrics.h"
 #include "node-agent/server/metrics_server.h"
 #include "node-agent/server/node_info.h"
 #include "node-agent/server/reconciler.h"
-#include "node-agent/server/state_cleanup.h"
 #include "node-agent/server/sync_client.h"
-#include "node-agent/server/wire.h"
+#include "node-agent/server/udev_watch.h"
+#include "node-agent/server/uninstall_policy.h"
 
 #ifndef KMODD_VERSION
 #define KMODD_VERSION "dev"
@@ -84,8 +78,6 @@ constexpr char kUsage[] =
     "  --metrics ADDR:PORT    /metrics and /healthz (default 127.0.0.1:9464; \"\" = off)\n"
     "  --label K=V            sent in NodeInfo.labels (repeatable)\n";
 
-// How often the whole state is reconciled even if no event says so (a missed uevent).
-constexpr auto kResyncPeriod = std::chrono::minutes(5);
 // Unused image trees are removed this often (never the trees of the desired state).
 constexpr auto kImageGcPeriod = std::chrono::minutes(10);
 
@@ -176,104 +168,6 @@ std::optional<int> Parse(const std::vector<std::string>& args, RunOptions& o) {
   return std::nullopt;
 }
 
-// The last desired state accepted before this start, if any.
-std::optional<server::DesiredState> LoadPersisted(const std::string& path, Logger& log) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) {
-    return std::nullopt;
-  }
-  auto bytes = ReadFile(path);
-  v1::NodeDesired d;
-  if (!bytes.ok() || !d.ParseFromString(*bytes)) {
-    log.Error("persisted desired state unreadable; waiting for the controller, unloading nothing",
-              {{"path", path}});
-    return std::nullopt;
-  }
-  auto desired = server::FromProto(d, "journal");
-  if (!desired.ok()) {
-    log.Error("persisted desired state invalid; waiting for the controller, unloading nothing",
-              {{"path", path}, {"error", std::string(desired.status().message())}});
-    return std::nullopt;
-  }
-  return std::move(*desired);
-}
-
-// After the agent stopped: when the controller's last word was "no Modules here" and the
-// journal holds nothing (nothing of ours loaded, no firmware staged, no in-tree module
-// removed), the state directory has nothing worth keeping. Uninstall looks exactly like
-// this (Modules deleted, then the DaemonSet), so the node is left with nothing of kmodd's.
-void RemoveStateIfIdle(const RunOptions& o, const std::string& desired_path, Logger& log) {
-  std::optional<server::DesiredState> desired = LoadPersisted(desired_path, log);
-  if (!desired || !desired->modules.empty()) {
-    return;  // none received (or unreadable): unknown is not idle
-  }
-  auto journal = reconcile::LoadJournal(o.state_dir + "/journal.json");
-  if (!journal.ok() || !journal->modules.empty() || !journal->in_tree_removed.empty()) {
-    return;  // an in-tree module still owed back: `kmodd-agent cleanup` reports it
-  }
-  const server::StateCleanup done = server::RemoveAgentState(o.state_dir, o.socket);
-  Value removed = Value::EmptyList();
-  for (const auto& p : done.removed) {
-    removed.Append(p);
-  }
-  Value left = Value::EmptyList();
-  for (const auto& p : done.left) {
-    left.Append(p);
-  }
-  log.Info("nothing desired and nothing loaded: removed the agent's state",
-           {{"removed", std::move(removed)}, {"left", std::move(left)}});
-}
-
-// Wakes the reconciler on every module uevent (drift is seen within milliseconds).
-class UdevWatch {
- public:
-  UdevWatch(asio::io_context& io, kernel::UdevMonitor monitor, server::Reconciler& rec,
-            server::AgentState& state, Logger& log)
-      : monitor_(std::move(monitor)), fd_(io, monitor_.fd()), rec_(rec), state_(state), log_(log) {}
-  ~UdevWatch() { (void)fd_.release(); }  // the monitor owns the descriptor
-  UdevWatch(const UdevWatch&) = delete;
-  UdevWatch& operator=(const UdevWatch&) = delete;
-
-  void Arm() {
-    fd_.async_wait(asio::posix::stream_descriptor::wait_read, [this](boost::system::error_code ec) {
-      if (ec) {
-        return;
-      }
-      Drain();
-      Arm();
-    });
-  }
-
- private:
-  void Drain() {
-    bool changed = false;
-    for (;;) {
-      auto e = monitor_.Receive();
-      if (!e.ok()) {
-        log_.Warn("kernel events lost; reconciling the whole state", {{"error", std::string(e.status().message())}});
-        changed = true;
-        continue;
-      }
-      if (!e->has_value()) {
-        break;
-      }
-      changed = true;
-      state_.AddEvent(server::AgentEvent{0, "KernelChanged", "",
-                                         absl::StrCat(kernel::ActionName((*e)->action), " ", (*e)->module),
-                                         {}, 0, 0});
-    }
-    if (changed) {
-      rec_.Kick();
-    }
-  }
-
-  kernel::UdevMonitor monitor_;
-  asio::posix::stream_descriptor fd_;
-  server::Reconciler& rec_;
-  server::AgentState& state_;
-  Logger& log_;
-};
-
 std::string MetricsText(const server::Metrics& metrics, const server::AgentState& state) {
   server::MetricsSnapshot m = metrics.Snapshot();
   const server::AgentSnapshot s = state.Snapshot();
@@ -329,7 +223,9 @@ int RunCommand(const std::vector<std::string>& args) {
     default_secret = *secret;
   }
 
-  server::AgentState state;
+  // The one real time source; everything below reads and waits on it.
+  const RealClock clock;
+  server::AgentState state(clock);
   server::Metrics metrics;
   server::ReconcilerOptions ro;
   ro.journal_path = o.state_dir + "/journal.json";
@@ -339,9 +235,9 @@ int RunCommand(const std::vector<std::string>& args) {
     io.pull_secret = secret.empty() ? default_secret : secret;
     return std::make_unique<reconcile::OciImageStore>(cache, io);
   };
-  server::Reconciler reconciler(kernel, &firmware_store, state, metrics, log, ro);
+  server::Reconciler reconciler(kernel, &firmware_store, state, metrics, log, clock, ro);
   const std::string desired_path = o.state_dir + "/desired.pb";
-  if (auto persisted = LoadPersisted(desired_path, log)) {
+  if (auto persisted = server::LoadPersistedDesired(desired_path, log)) {
     log.Info("re-applying the persisted desired state",
              {{"version", persisted->version},
               {"modules", static_cast<int64_t>(persisted->modules.size())}});
@@ -362,7 +258,7 @@ int RunCommand(const std::vector<std::string>& args) {
   };
   deps.firmware_dir = firmware_store.directory();
   deps.cache = &cache;
-  server::LocalService service(std::move(deps));
+  server::LocalService service(std::move(deps), clock);
   auto local = server::LocalServer::Start(o.socket, service, &log);
   if (!local.ok()) {
     return fail("cannot serve the local Agent service", local.status());
@@ -404,52 +300,20 @@ int RunCommand(const std::vector<std::string>& args) {
     log.Info("shutting down; modules stay loaded", {{"signal", sig}});
     io.stop();
   });
-  std::unique_ptr<UdevWatch> udev;
+  std::unique_ptr<server::UdevWatch> udev;
   if (auto monitor = kernel::UdevMonitor::Open(); monitor.ok()) {
-    udev = std::make_unique<UdevWatch>(io, std::move(*monitor), reconciler, state, log);
+    udev = std::make_unique<server::UdevWatch>(
+        io, std::make_unique<server::UdevEvents>(std::move(*monitor)),
+        [&reconciler] { reconciler.Kick(); }, state, log);
     udev->Arm();
     reconciler.Kick();  // events before the subscription are not seen: look once more
   } else {
     log.Warn("no kernel uevents: drift is seen at the periodic resync only",
              {{"error", std::string(monitor.status().message())}});
   }
-  asio::steady_timer resync(io);
-  std::function<void()> arm_resync = [&] {
-    resync.expires_after(kResyncPeriod);
-    resync.async_wait([&](const boost::system::error_code& ec) {
-      if (!ec) {
-        reconciler.Kick();
-        arm_resync();
-      }
-    });
-  };
-  arm_resync();
-  // Image GC: every kImageGcPeriod, off the event loop (removing trees takes a while).
-  std::mutex gc_mu;
-  std::condition_variable gc_cv;
-  bool gc_stop = false;
-  std::thread gc([&] {
-    std::unique_lock<std::mutex> lock(gc_mu);
-    while (!gc_cv.wait_for(lock, kImageGcPeriod, [&] { return gc_stop; })) {
-      lock.unlock();
-      auto pruned = server::PruneUnusedImages(reconciler, cache, state);
-      if (!pruned.ok()) {
-        log.Info("image GC skipped", {{"why", std::string(pruned.status().message())}});
-      } else if (!pruned->empty()) {
-        log.Info("image GC removed unused trees",
-                 {{"trees", static_cast<int64_t>(pruned->size())}});
-      }
-      lock.lock();
-    }
-  });
-  auto stop_gc = [&] {
-    {
-      std::lock_guard<std::mutex> lock(gc_mu);
-      gc_stop = true;
-    }
-    gc_cv.notify_all();
-    gc.join();
-  };
+  server::ImageGc gc(clock, kImageGcPeriod,
+                     [&] { return server::PruneUnusedImages(reconciler, cache, state); }, log);
+  gc.Start();
   std::unique_ptr<server::MetricsServer> metrics_server;
   if (!o.metrics.empty()) {
     server::HttpHandlers h;
@@ -457,7 +321,6 @@ int RunCommand(const std::vector<std::string>& args) {
     h.healthy = [&reconciler] { return !reconciler.Wedged(); };
     auto m = server::MetricsServer::Start(io, o.metrics, std::move(h));
     if (!m.ok()) {
-      stop_gc();
       return fail("cannot serve metrics", m.status());
     }
     metrics_server = std::move(*m);
@@ -468,13 +331,13 @@ int RunCommand(const std::vector<std::string>& args) {
                              {"metrics", o.metrics}});
   io.run();
 
-  stop_gc();
+  gc.Stop();
   if (sync) {
     sync->Stop();
   }
   (*local)->Stop();
   reconciler.Stop();
-  RemoveStateIfIdle(o, desired_path, log);
+  (void)server::UninstallPolicy(o.state_dir, o.socket, log).AtStop();
   log.Info("stopped");
   return 0;
 }

@@ -100,7 +100,7 @@ std::vector<std::string> Executor::Rollback(const std::vector<std::string>& inse
       undone.push_back("reloaded in-tree " + *it);
       DropRemoval(journal_, *it);
     } else {
-      // The record stays: the planner reloads it once no desired Module removes it.
+      // The record stays: the action planner reloads it once no desired Module removes it.
       undone.push_back(absl::StrCat("could not reload in-tree ", *it, " (", s.message(), ")"));
     }
   }
@@ -226,7 +226,7 @@ absl::Status Executor::Unload(const std::string& key) {
       return s;
     }
   }
-  // The in-tree modules removed for this Module stay recorded: the planner reloads them
+  // The in-tree modules removed for this Module stay recorded: the action planner reloads them
   // in the same pass unless another desired Module still removes them.
   journal_.modules.erase(it);
   return Save();

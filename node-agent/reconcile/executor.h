@@ -4,7 +4,7 @@
 // modules, insert the OOT modules" is one transaction: if an insert fails, what this
 // action inserted is removed again and the in-tree modules it removed are loaded back,
 // and the failure is reported. The journal is written before and after every change.
-// Whether an in-tree module goes back after an unload is the planner's decision
+// Whether an in-tree module goes back after an unload is the action planner's decision
 // (Action::Kind::kReloadInTree); an unload itself never waits for it.
 
 #include <string>
@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "node-agent/kernel/kernel.h"
 #include "node-agent/reconcile/journal.h"
-#include "node-agent/reconcile/plan.h"
+#include "node-agent/reconcile/action_planner.h"
 #include "node-agent/reconcile/prepare.h"
 #include "node-agent/reconcile/stores.h"
 

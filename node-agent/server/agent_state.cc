@@ -11,12 +11,6 @@ constexpr size_t kMaxQueued = 4096;
 
 }  // namespace
 
-int64_t SystemUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 void EventSubscription::Push(const AgentEvent& e) {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -28,16 +22,16 @@ void EventSubscription::Push(const AgentEvent& e) {
   cv_.notify_one();
 }
 
-std::vector<AgentEvent> EventSubscription::Next(std::chrono::steady_clock::time_point deadline) {
+std::vector<AgentEvent> EventSubscription::Next(Clock::Monotonic deadline) {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_until(lock, deadline, [this] { return !queue_.empty(); });
+  clock_.WaitUntil(lock, cv_, deadline, [this] { return !queue_.empty(); });
   std::vector<AgentEvent> out(queue_.begin(), queue_.end());
   queue_.clear();
   return out;
 }
 
-AgentState::AgentState(size_t ring_size, std::function<int64_t()> clock)
-    : ring_size_(std::max<size_t>(1, ring_size)), clock_(std::move(clock)) {}
+AgentState::AgentState(const Clock& clock, size_t ring_size)
+    : clock_(clock), ring_size_(std::max<size_t>(1, ring_size)) {}
 
 void AgentState::BumpLocked() {
   ++snap_.generation;
@@ -52,7 +46,7 @@ void AgentState::SetModules(std::vector<ModuleStatus> modules) {
   for (const auto& m : snap_.modules) {
     before[m.key] = &m;
   }
-  const int64_t now = clock_();
+  const int64_t now = NowUnixMs();
   bool changed = modules.size() != snap_.modules.size();
   std::vector<AgentEvent> events;
   for (auto& m : modules) {
@@ -108,7 +102,7 @@ void AgentState::SetController(bool connected, const std::string& address) {
       snap_.controller.since_unix_ms != 0) {
     return;
   }
-  const int64_t now = clock_();
+  const int64_t now = NowUnixMs();
   snap_.controller = ControllerState{connected, address, now};
   AddEventLocked(AgentEvent{now, connected ? "ControllerConnected" : "ControllerDisconnected", "",
                             address, {}, 0, 0});
@@ -117,7 +111,7 @@ void AgentState::SetController(bool connected, const std::string& address) {
 void AgentState::AddEvent(AgentEvent e) {
   std::lock_guard<std::mutex> lock(mu_);
   if (e.unix_ms == 0) {
-    e.unix_ms = clock_();
+    e.unix_ms = NowUnixMs();
   }
   AddEventLocked(std::move(e));
 }
@@ -145,14 +139,14 @@ AgentSnapshot AgentState::Snapshot() const {
   return snap_;
 }
 
-uint64_t AgentState::WaitForChange(uint64_t seen, std::chrono::steady_clock::time_point deadline) {
+uint64_t AgentState::WaitForChange(uint64_t seen, Clock::Monotonic deadline) {
   std::unique_lock<std::mutex> lock(mu_);
-  changed_.wait_until(lock, deadline, [&] { return snap_.generation != seen; });
+  clock_.WaitUntil(lock, changed_, deadline, [&] { return snap_.generation != seen; });
   return snap_.generation;
 }
 
 std::shared_ptr<EventSubscription> AgentState::Subscribe(bool replay) {
-  auto sub = std::make_shared<EventSubscription>();
+  auto sub = std::make_shared<EventSubscription>(clock_);
   std::lock_guard<std::mutex> lock(mu_);
   if (replay) {
     for (const auto& e : ring_) {

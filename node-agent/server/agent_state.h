@@ -2,7 +2,8 @@
 
 // The agent's observable state, shared by the reconciler (writer), the Sync client and the
 // local service (readers): per-Module status, the desired version in force, the controller
-// connection, and a ring of recent events with live subscribers. Thread-safe.
+// connection, and a ring of recent events with live subscribers. Thread-safe. Its
+// timestamps and its waits are the agent's clock's (common/clock.h).
 
 #include <chrono>
 #include <condition_variable>
@@ -15,11 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "node-agent/server/module_status.h"
 
 namespace kmodd::server {
-
-int64_t SystemUnixMs();
 
 struct AgentEvent {
   int64_t unix_ms = 0;
@@ -49,13 +49,17 @@ struct AgentSnapshot {
 // Events for one subscriber, in order. A subscriber that falls far behind loses the oldest.
 class EventSubscription {
  public:
-  // The events queued, waiting until `deadline` for one when there are none.
-  std::vector<AgentEvent> Next(std::chrono::steady_clock::time_point deadline);
+  explicit EventSubscription(const Clock& clock) : clock_(clock) {}
+
+  // The events queued, waiting until `deadline` (on the agent's clock) for one when there
+  // are none.
+  std::vector<AgentEvent> Next(Clock::Monotonic deadline);
 
  private:
   friend class AgentState;
   void Push(const AgentEvent& e);
 
+  const Clock& clock_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<AgentEvent> queue_;
@@ -63,7 +67,7 @@ class EventSubscription {
 
 class AgentState {
  public:
-  explicit AgentState(size_t ring_size = 256, std::function<int64_t()> clock = SystemUnixMs);
+  explicit AgentState(const Clock& clock, size_t ring_size = 256);
 
   // Replaces every Module's status. Keeps since_unix_ms while a phase stays, emits a
   // PhaseChanged event for each change, and bumps the generation iff anything changed.
@@ -74,8 +78,9 @@ class AgentState {
   void AddEvent(AgentEvent e);
 
   AgentSnapshot Snapshot() const;
-  // Waits until the generation is not `seen` or `deadline` passes; returns the generation.
-  uint64_t WaitForChange(uint64_t seen, std::chrono::steady_clock::time_point deadline);
+  // Waits until the generation is not `seen` or `deadline` (on the agent's clock) passes;
+  // returns the generation.
+  uint64_t WaitForChange(uint64_t seen, Clock::Monotonic deadline);
 
   // With `replay`, the ring's events come first.
   std::shared_ptr<EventSubscription> Subscribe(bool replay);
@@ -83,9 +88,10 @@ class AgentState {
  private:
   void AddEventLocked(AgentEvent e);
   void BumpLocked();
+  int64_t NowUnixMs() const { return absl::ToUnixMillis(clock_.Now()); }
 
+  const Clock& clock_;
   const size_t ring_size_;
-  std::function<int64_t()> clock_;
   mutable std::mutex mu_;
   std::condition_variable changed_;
   AgentSnapshot snap_;

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "node-agent/server/image_gc.h"
 #include "node-agent/server/wire.h"
 #include "proto/convert.h"
 
@@ -64,41 +65,52 @@ grpc::Status LocalService::Status(grpc::ServerContext* /*ctx*/, const v1::Status
   return grpc::Status::OK;
 }
 
+void StreamEvents(EventSubscription& sub, const Clock& clock,
+                  const std::function<PullProgress()>& inflight,
+                  const std::function<bool(const AgentEvent&)>& write,
+                  const std::function<bool()>& stop) {
+  PullProgress last;
+  while (!stop()) {
+    for (const auto& e : sub.Next(clock.MonotonicNow() + kProgressPeriod)) {
+      if (!write(e)) {
+        return;
+      }
+    }
+    if (!inflight) {
+      continue;
+    }
+    PullProgress now = inflight();
+    for (const auto& [image, progress] : now) {
+      const auto before = last.find(image);  // nothing before counts as 0 of 0
+      if (progress == (before == last.end() ? std::pair<int64_t, int64_t>{0, 0} : before->second)) {
+        continue;
+      }
+      const AgentEvent e{absl::ToUnixMillis(clock.Now()), "PullProgress", "", image,
+                         ModulePhase::kPulling, progress.first, progress.second};
+      if (!write(e)) {
+        return;
+      }
+    }
+    last = std::move(now);
+  }
+}
+
 grpc::Status LocalService::Events(grpc::ServerContext* ctx, const v1::EventsRequest* req,
                                   grpc::ServerWriter<v1::Event>* writer) {
   auto sub = deps_.state->Subscribe(req->replay());
-  std::map<std::string, std::pair<int64_t, int64_t>> last_progress;
-  while (!ctx->IsCancelled() && !stopping_.load()) {
-    for (const auto& e : sub->Next(std::chrono::steady_clock::now() + kProgressPeriod)) {
-      if (!writer->Write(ToProto(e))) {
-        return grpc::Status::OK;
-      }
-    }
-    if (deps_.cache == nullptr) {
-      continue;
-    }
-    const auto inflight = deps_.cache->InFlight();
-    for (const auto& [image, progress] : inflight) {
-      if (last_progress[image] == progress) {
-        continue;
-      }
-      AgentEvent e{SystemUnixMs(), "PullProgress", "", image, ModulePhase::kPulling,
-                   progress.first, progress.second};
-      if (!writer->Write(ToProto(e))) {
-        return grpc::Status::OK;
-      }
-    }
-    last_progress.clear();
-    for (const auto& [image, progress] : inflight) {
-      last_progress[image] = progress;
-    }
+  std::function<PullProgress()> inflight;
+  if (deps_.cache != nullptr) {
+    inflight = [cache = deps_.cache] { return cache->InFlight(); };
   }
+  StreamEvents(
+      *sub, clock_, inflight, [writer](const AgentEvent& e) { return writer->Write(ToProto(e)); },
+      [this, ctx] { return ctx->IsCancelled() || stopping_.load(); });
   return grpc::Status::OK;
 }
 
 grpc::Status LocalService::Plan(grpc::ServerContext* /*ctx*/, const v1::PlanRequest* /*req*/,
                                 v1::PlanResponse* resp) {
-  auto plan = deps_.reconciler->Plan();
+  auto plan = deps_.reconciler->PreviewPass();
   if (!plan.ok()) {
     return ToGrpc(plan.status());
   }
@@ -165,39 +177,6 @@ grpc::Status LocalService::Firmware(grpc::ServerContext* /*ctx*/,
     }
   }
   return grpc::Status::OK;
-}
-
-absl::StatusOr<std::vector<std::string>> PruneUnusedImages(Reconciler& reconciler,
-                                                          image::ImageCache& cache,
-                                                          const AgentState& state) {
-  std::set<std::string> desired_images;
-  for (const ModuleStatus& m : state.Snapshot().modules) {
-    if (!m.image.empty()) {
-      desired_images.insert(m.image);
-    }
-  }
-  // The keep set is computed under the reconciler's lock, so no pull lands in between.
-  return reconciler.PruneImages(
-      [&](const std::set<std::string>& in_use) -> absl::StatusOr<std::vector<std::string>> {
-        auto entries = cache.List();
-        if (!entries.ok()) {
-          return entries.status();
-        }
-        std::set<std::string> keep;
-        for (const auto& e : *entries) {
-          for (const auto& used : in_use) {
-            if (Under(used, e.path)) {
-              keep.insert(e.path);
-            }
-          }
-          for (const auto& ref : e.references) {
-            if (desired_images.count(ref) != 0) {
-              keep.insert(e.path);
-            }
-          }
-        }
-        return cache.Prune(keep);
-      });
 }
 
 grpc::Status LocalService::Images(grpc::ServerContext* /*ctx*/, const v1::ImagesRequest* req,

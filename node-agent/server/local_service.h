@@ -7,13 +7,16 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "firmware/shadow.h"
 #include "firmware/stager.h"
@@ -38,18 +41,21 @@ struct LocalServiceDeps {
   image::ImageCache* cache = nullptr;  // null: no image cache
 };
 
-// Removes the cached image trees no module uses: neither a tree the reconciler resolved or
-// the journal records, nor one an image of the desired state (`state`'s modules) resolved to
-// before (so a node that restarts without its registry keeps what it will need). Refused
-// while a pull is in flight. Returns the removed paths. `agentctl images --prune` and the
-// agent's periodic GC both come here.
-[[nodiscard]] absl::StatusOr<std::vector<std::string>> PruneUnusedImages(Reconciler& reconciler,
-                                                                       image::ImageCache& cache,
-                                                                       const AgentState& state);
+// Pull progress by image: bytes done and total (image::ImageCache::InFlight).
+using PullProgress = std::map<std::string, std::pair<int64_t, int64_t>>;
+
+// The Events stream: each event of `sub` as it comes and, every progress period (on
+// `clock`), a PullProgress event for each pull in flight whose progress changed; until
+// `write` fails or `stop` says so (looked at every period). `inflight` may be empty.
+void StreamEvents(EventSubscription& sub, const Clock& clock,
+                  const std::function<PullProgress()>& inflight,
+                  const std::function<bool(const AgentEvent&)>& write,
+                  const std::function<bool()>& stop);
 
 class LocalService final : public v1::Agent::Service {
  public:
-  explicit LocalService(LocalServiceDeps deps) : deps_(std::move(deps)) {}
+  LocalService(LocalServiceDeps deps, const Clock& clock)
+      : deps_(std::move(deps)), clock_(clock) {}
 
   grpc::Status Status(grpc::ServerContext* ctx, const v1::StatusRequest* req,
                       v1::StatusResponse* resp) override;
@@ -71,6 +77,7 @@ class LocalService final : public v1::Agent::Service {
 
  private:
   LocalServiceDeps deps_;
+  const Clock& clock_;
   std::atomic<bool> stopping_{false};
 };
 

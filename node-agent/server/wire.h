@@ -8,7 +8,7 @@
 #include "kmodd/v1/sync.pb.h"
 #include "node-agent/server/agent_state.h"
 #include "node-agent/server/node_info.h"
-#include "node-agent/server/reconciler.h"
+#include "node-agent/server/pass_planner.h"
 
 namespace kmodd::server {
 

@@ -95,6 +95,41 @@ inline std::string Pem(EVP_PKEY* key) {
 
 }  // namespace pki_detail
 
+// A throwaway CA that issues leaf certificates: servers and clients of mutual TLS.
+class TestCa {
+ public:
+  TestCa()
+      : key_(pki_detail::NewKey()),
+        cert_(pki_detail::NewCert("kmodd test CA", key_.get(), nullptr, key_.get(),
+                                  {{NID_basic_constraints, "critical,CA:TRUE"},
+                                   {NID_key_usage, "critical,keyCertSign,cRLSign"},
+                                   {NID_subject_key_identifier, "hash"}},
+                                  1)) {}
+
+  // {certificate, key} PEM for `cn`, with subjectAltName `san` ("" = none) and extended
+  // key usage `usage` ("serverAuth", "clientAuth").
+  std::pair<std::string, std::string> Issue(const std::string& cn, const std::string& san,
+                                            const char* usage) {
+    pki_detail::Key key = pki_detail::NewKey();
+    std::vector<std::pair<int, std::string>> ext = {{NID_basic_constraints, "critical,CA:FALSE"},
+                                                    {NID_key_usage, "critical,digitalSignature"},
+                                                    {NID_ext_key_usage, usage},
+                                                    {NID_authority_key_identifier, "keyid"}};
+    if (!san.empty()) {
+      ext.emplace_back(NID_subject_alt_name, san);
+    }
+    pki_detail::Cert cert =
+        pki_detail::NewCert(cn, key.get(), cert_.get(), key_.get(), ext, serial_++);
+    return {pki_detail::Pem(cert.get()), pki_detail::Pem(key.get())};
+  }
+  std::string Pem() const { return pki_detail::Pem(cert_.get()); }
+
+ private:
+  pki_detail::Key key_;
+  pki_detail::Cert cert_;
+  long serial_ = 2;
+};
+
 // A CA, and a server certificate it signs whose subjectAltName is `san`
 // (e.g. "IP:127.0.0.1,DNS:localhost").
 inline Pki MakePki(const std::string& san) {

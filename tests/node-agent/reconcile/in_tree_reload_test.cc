@@ -8,7 +8,7 @@
 #include "../fake_kernel.h"
 #include "absl/strings/str_cat.h"
 #include "node-agent/reconcile/executor.h"
-#include "node-agent/reconcile/plan.h"
+#include "node-agent/reconcile/action_planner.h"
 #include "tests/temp_dir.h"
 
 using kmodd::kernel::KernelState;

@@ -5,7 +5,7 @@
 
 #include "../fake_kernel.h"
 #include "node-agent/reconcile/executor.h"
-#include "node-agent/reconcile/plan.h"
+#include "node-agent/reconcile/action_planner.h"
 #include "tests/temp_dir.h"
 
 using kmodd::testing::TempDir;

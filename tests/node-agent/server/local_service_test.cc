@@ -5,13 +5,17 @@
 #include <grpcpp/grpcpp.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <filesystem>
 #include <functional>
+#include <mutex>
+#include <thread>
 
 #include "kmodd/v1/agent.grpc.pb.h"
 #include "node-agent/server/local_service.h"
 #include "proto/convert.h"
 #include "server_rig.h"
+#include "tests/fakes/fake_clock.h"
 
 using kmodd::testing::Eventually;
 using kmodd::testing::Spec;
@@ -22,9 +26,10 @@ namespace {
 
 struct LocalRig {
   kmodd::testing::ServerTempDir dir;
+  kmodd::RealClock clock;
   kmodd::testing::LockedKernel kernel;
   kmodd::testing::FakeFirmware firmware;
-  kmodd::server::AgentState state;
+  kmodd::server::AgentState state{clock};
   kmodd::server::Metrics metrics;
   std::FILE* devnull = std::fopen("/dev/null", "w");
   kmodd::Logger log{devnull};
@@ -42,7 +47,8 @@ struct LocalRig {
     o.image_store = [](const std::string&) {
       return std::make_unique<kmodd::reconcile::DirImageStore>();
     };
-    rec = std::make_unique<kmodd::server::Reconciler>(kernel, &firmware, state, metrics, log, o);
+    rec = std::make_unique<kmodd::server::Reconciler>(kernel, &firmware, state, metrics, log,
+                                                      clock, o);
     REQUIRE(rec->Start().ok());
     kmodd::server::LocalServiceDeps deps;
     deps.state = &state;
@@ -55,7 +61,7 @@ struct LocalRig {
       return std::vector<kmodd::firmware::StagedFile>{f};
     };
     deps.firmware_dir = "/var/lib/firmware";
-    service = std::make_unique<kmodd::server::LocalService>(std::move(deps));
+    service = std::make_unique<kmodd::server::LocalService>(std::move(deps), clock);
     socket = dir.path + "/run/kmodd/agent.sock";
     auto s = kmodd::server::LocalServer::Start(socket, *service);
     REQUIRE(s.ok());
@@ -227,11 +233,81 @@ TEST_CASE("the local service marks a staged firmware file that shadows the host'
     }
     return out;
   };
-  kmodd::server::LocalService service(std::move(deps));
+  kmodd::server::LocalService service(std::move(deps), r.clock);
   grpc::ServerContext ctx;
   v1::FirmwareResponse fw;
   REQUIRE(service.Firmware(&ctx, nullptr, &fw).ok());
   REQUIRE(fw.files_size() == 2);
   CHECK(fw.files(0).shadows() == "/lib/firmware/kmm_ci_fw/fw.bin");
   CHECK(fw.files(1).shadows().empty());
+}
+
+TEST_CASE("the events stream sends pull progress once per progress period, when it changed",
+          "[server][local]") {
+  kmodd::FakeClock clock;
+  kmodd::server::AgentState state(clock);
+  auto sub = state.Subscribe(false);
+  std::mutex mu;
+  kmodd::server::PullProgress progress;
+  int looks = 0;  // one per round of the stream's loop
+  std::vector<kmodd::server::AgentEvent> written;
+  std::atomic<bool> stop{false};
+  std::thread stream([&] {
+    kmodd::server::StreamEvents(
+        *sub, clock,
+        [&] {
+          std::lock_guard<std::mutex> l(mu);
+          ++looks;
+          return progress;
+        },
+        [&](const kmodd::server::AgentEvent& e) {
+          std::lock_guard<std::mutex> l(mu);
+          written.push_back(e);
+          return true;
+        },
+        [&] { return stop.load(); });
+  });
+  auto round = [&](int n) {  // waits for round n to be done and the stream waiting again
+    REQUIRE(Eventually([&] {
+      std::lock_guard<std::mutex> l(mu);
+      return looks == n;
+    }));
+    REQUIRE(clock.AwaitWaiters(1));
+    std::lock_guard<std::mutex> l(mu);
+    return written;
+  };
+  REQUIRE(clock.AwaitWaiters(1));
+  // An event goes out at once, without waiting for the period.
+  state.AddEvent({0, "KernelChanged", "", "remove x", {}, 0, 0});
+  auto out = round(1);
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].kind == "KernelChanged");
+  // A pull in flight: its progress at the end of the period.
+  {
+    std::lock_guard<std::mutex> l(mu);
+    progress["r/a:1"] = {10, 100};
+  }
+  clock.Advance(std::chrono::milliseconds(250));
+  out = round(2);
+  REQUIRE(out.size() == 2);
+  CHECK(out[1].kind == "PullProgress");
+  CHECK(out[1].message == "r/a:1");
+  CHECK(out[1].bytes_done == 10);
+  CHECK(out[1].bytes_total == 100);
+  CHECK(out[1].unix_ms == absl::ToUnixMillis(clock.Now()));
+  // Unchanged at the next period: nothing.
+  clock.Advance(std::chrono::milliseconds(250));
+  CHECK(round(3).size() == 2);
+  // Changed: sent.
+  {
+    std::lock_guard<std::mutex> l(mu);
+    progress["r/a:1"] = {50, 100};
+  }
+  clock.Advance(std::chrono::milliseconds(250));
+  out = round(4);
+  REQUIRE(out.size() == 3);
+  CHECK(out[2].bytes_done == 50);
+  stop = true;
+  clock.Advance(std::chrono::milliseconds(250));
+  stream.join();
 }

@@ -102,14 +102,15 @@ int Mode(const std::string& path) { return static_cast<int>(Stat(path).st_mode &
 // An agent service that only answers Status; enough to see who gets through.
 struct SocketRig {
   kmodd::testing::ServerTempDir dir;
-  kmodd::server::AgentState state;
+  kmodd::RealClock clock;
+  kmodd::server::AgentState state{clock};
   std::unique_ptr<kmodd::server::LocalService> service;
 
   SocketRig() {
     kmodd::server::LocalServiceDeps deps;
     deps.state = &state;
     deps.facts.name = "node-a";
-    service = std::make_unique<kmodd::server::LocalService>(std::move(deps));
+    service = std::make_unique<kmodd::server::LocalService>(std::move(deps), clock);
   }
   bool StatusOk(const std::string& socket) {
     auto stub = v1::Agent::NewStub(

@@ -26,7 +26,8 @@ struct Rig {
   kmodd::testing::ServerTempDir dir;
   kmodd::testing::LockedKernel kernel;
   kmodd::testing::FakeFirmware firmware;
-  kmodd::server::AgentState state;
+  kmodd::RealClock clock;
+  kmodd::server::AgentState state{clock};
   kmodd::server::Metrics metrics;
   std::string log_path = dir.path + "/agent.log";
   std::FILE* log_file = std::fopen(log_path.c_str(), "w");
@@ -47,7 +48,8 @@ struct Rig {
     o.image_store = [](const std::string&) {
       return std::make_unique<kmodd::reconcile::DirImageStore>();
     };
-    rec = std::make_unique<kmodd::server::Reconciler>(kernel, &firmware, state, metrics, log, o);
+    rec = std::make_unique<kmodd::server::Reconciler>(kernel, &firmware, state, metrics, log, clock,
+                                                      o);
     REQUIRE(rec->Start().ok());
   }
   ~Rig() {

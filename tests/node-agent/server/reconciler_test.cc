@@ -7,6 +7,7 @@
 
 #include "node-agent/server/reconciler.h"
 #include "server_rig.h"
+#include "tests/fakes/fake_clock.h"
 
 using kmodd::server::AgentState;
 using kmodd::server::DesiredState;
@@ -58,9 +59,10 @@ class SlowStore : public kmodd::reconcile::ImageStore {
 
 struct Rig {
   kmodd::testing::ServerTempDir dir;
+  kmodd::FakeClock clock;  // time moves only when a test says so
   LockedKernel kernel;
   FakeFirmware firmware;
-  AgentState state;
+  AgentState state{clock};
   kmodd::server::Metrics metrics;
   std::FILE* devnull = std::fopen("/dev/null", "w");
   kmodd::Logger log{devnull};
@@ -84,7 +86,7 @@ struct Rig {
     o.retry = {std::chrono::milliseconds(20), std::chrono::milliseconds(100)};
     o.image_store = [this](const std::string&) { return std::make_unique<SlowStore>(gate); };
     o.seed = 1;
-    rec = std::make_unique<Reconciler>(kernel, &firmware, state, metrics, log, o);
+    rec = std::make_unique<Reconciler>(kernel, &firmware, state, metrics, log, clock, o);
     REQUIRE(rec->Start().ok());
   }
   void Desire(std::vector<kmodd::api::NodeModuleSpec> modules, const std::string& version = "v1") {
@@ -127,6 +129,8 @@ TEST_CASE("a transient kernel failure is retried with backoff until it loads", "
   r.Desire({Spec("ns", "a", "dir:" + r.img_a, "mod_a")});
   REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", ModulePhase::kFailed); }));
   r.kernel.With([](kmodd::testing::FakeKernel& k) { k.fail_insert.clear(); return 0; });
+  REQUIRE(r.clock.AwaitWaiters(1));  // the worker waits for the retry
+  r.clock.Advance(std::chrono::milliseconds(100));  // the backoff's cap
   REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", ModulePhase::kLoaded); }));
 }
 
@@ -161,10 +165,10 @@ TEST_CASE("after a restart without any desired state, nothing kmodd loaded is un
   r.Desire({Spec("ns", "a", "dir:" + r.img_a, "mod_a")});
   REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", ModulePhase::kLoaded); }));
   r.rec.reset();
-  AgentState fresh;
+  AgentState fresh(r.clock);
   kmodd::server::ReconcilerOptions o;
   o.journal_path = r.dir.path + "/journal.json";
-  Reconciler again(r.kernel, &r.firmware, fresh, r.metrics, r.log, o);
+  Reconciler again(r.kernel, &r.firmware, fresh, r.metrics, r.log, r.clock, o);
   REQUIRE(again.Start().ok());
   REQUIRE(Eventually([&] { return again.passes() >= 1; }));
   CHECK(PhaseIs(fresh, "ns/a", ModulePhase::kLoaded));
@@ -196,9 +200,9 @@ TEST_CASE("plan shows what a pass would do without doing it", "[server]") {
   Rig r;
   r.Desire({Spec("ns", "a", "dir:" + r.img_a, "mod_a")});
   REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", ModulePhase::kLoaded); }));
-  REQUIRE(Eventually([&] { return r.rec->Plan().ok() && r.rec->Plan()->actions.empty(); }));
+  REQUIRE(Eventually([&] { return r.rec->PreviewPass().ok() && r.rec->PreviewPass()->actions.empty(); }));
   r.kernel.With([](kmodd::testing::FakeKernel& k) { return k.loaded.erase("mod_a"); });
-  auto plan = r.rec->Plan();  // the reconciler was not kicked: it has not seen the drift
+  auto plan = r.rec->PreviewPass();  // the reconciler was not kicked: it has not seen the drift
   REQUIRE(plan.ok());
   REQUIRE(plan->actions.size() == 1);
   CHECK(plan->actions[0].key == "ns/a");
@@ -228,7 +232,7 @@ TEST_CASE("the daemon loads an in-tree module again once the Module that replace
   const std::string kind = fails ? "InTreeReloadFailed" : "InTreeReloaded";
   std::string message;
   REQUIRE(Eventually([&] {
-    for (const auto& e : events->Next(std::chrono::steady_clock::now())) {
+    for (const auto& e : events->Next(r.clock.MonotonicNow())) {
       if (e.kind == kind) {
         message = e.message;
       }

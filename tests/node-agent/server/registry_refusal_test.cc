@@ -1,18 +1,19 @@
 // The daemon's reconciler against a real registry (Debian's docker-registry with htpasswd,
 // tools/registry/start basic): a pull secret the registry refuses is an auth problem that is
-// retried with backoff, not a terminal kernel error, and once the Secret is fixed the Module
-// loads. Without the registry this fails: it never passes by skipping.
+// retried with backoff (on a FakeClock: not before its delay, again after it), not a
+// terminal kernel error, and once the Secret is fixed the Module loads. Without the
+// registry this fails: it never passes by skipping.
 #include <catch2/catch.hpp>
 
 #include <atomic>
 
 #include "absl/strings/escaping.h"
-#include "common/http/beast_client.h"
 #include "node-agent/image/cache.h"
 #include "node-agent/reconcile/oci_image_store.h"
 #include "node-agent/server/reconciler.h"
+#include "registry_rig.h"
 #include "server_rig.h"
-#include "tests/common/http/real_registry.h"
+#include "tests/fakes/fake_clock.h"
 
 namespace {
 
@@ -32,39 +33,21 @@ TEST_CASE("a pull secret the real registry refuses is retried as an auth problem
           "[registry]") {
   kmodd::testing::ServerTempDir dir;
   kmodd::testing::Registry registry("basic");
-  kmodd::testing::MakeDriverImage(dir.path + "/image", {"mod_a"});
-  const auto [code, out] =
-      kmodd::testing::Run(std::string(KMODD_SOURCE_DIR) + "/tools/registry/push-image " +
-                          registry.Env("KMODD_REGISTRY_DIR") + " kmodd/driver:v1 --layer " +
-                          dir.path + "/image");
-  INFO(out);
-  REQUIRE(code == 0);
-  const size_t at = out.find("KMODD_IMAGE=");
-  REQUIRE(at != std::string::npos);
-  const std::string image = out.substr(at + 12, out.find('\n', at) - at - 12);
+  const std::string image =
+      kmodd::testing::MakeDriver(&registry, dir.path, "kmodd/driver:v1", "mod_a").image;
 
+  kmodd::FakeClock clock;
   kmodd::testing::LockedKernel kernel;
   kmodd::testing::FakeFirmware firmware;
-  kmodd::server::AgentState state;
+  kmodd::server::AgentState state(clock);
   kmodd::server::Metrics metrics;
   std::FILE* devnull = std::fopen("/dev/null", "w");
   kmodd::Logger log{devnull};
-  kmodd::image::ImageCache cache(
-      dir.path + "/cache",
-      [](const kmodd::image::RegistryOptions& o)
-          -> absl::StatusOr<std::unique_ptr<kmodd::http::HttpClient>> {
-        kmodd::http::ClientOptions opts;
-        opts.tls.ca_file = o.ca_file;
-        auto c = kmodd::http::BeastHttpClient::Create(opts);
-        if (!c.ok()) {
-          return c.status();
-        }
-        return std::unique_ptr<kmodd::http::HttpClient>(std::move(*c));
-      });
+  kmodd::image::ImageCache cache(dir.path + "/cache", kmodd::agent::BeastFactory());
   std::atomic<int> pulls{0};
   kmodd::server::ReconcilerOptions o;
   o.journal_path = dir.path + "/journal.json";
-  o.retry = {std::chrono::milliseconds(20), std::chrono::milliseconds(100)};
+  o.retry = {std::chrono::seconds(1), std::chrono::seconds(8)};
   o.seed = 1;
   const std::string ca = registry.Env("KMODD_REGISTRY_CA");
   o.image_store = [&](const std::string& secret) {
@@ -75,7 +58,7 @@ TEST_CASE("a pull secret the real registry refuses is retried as an auth problem
     return std::make_unique<kmodd::reconcile::OciImageStore>(cache, io);
   };
   {
-    kmodd::server::Reconciler rec(kernel, &firmware, state, metrics, log, o);
+    kmodd::server::Reconciler rec(kernel, &firmware, state, metrics, log, clock, o);
     REQUIRE(rec.Start().ok());
     auto spec = kmodd::testing::Spec("ns", "a", image, "mod_a");
     spec.image_repo_secret = kmodd::api::LocalObjectReference{"pull"};
@@ -95,9 +78,37 @@ TEST_CASE("a pull secret the real registry refuses is retried as an auth problem
     CHECK_THAT(m->message, Catch::Contains("check imageRepoSecret"));
     CHECK_THAT(m->message, Catch::Contains("HTTP 401"));
     CHECK_THAT(m->message, Catch::Contains("(will retry)"));
-    // Retried with backoff, not held until a new desired state.
-    const int first = pulls.load();
-    REQUIRE(Eventually([&] { return pulls.load() >= first + 2; }, std::chrono::seconds(20)));
+    // Retried with backoff, not at once and not held until a new desired state. The worker
+    // waits on the clock for the retry, having pulled once.
+    REQUIRE(clock.AwaitWaiters(1));
+    CHECK(pulls.load() == 1);
+    // Just before the shortest first delay (half of 1 s): a pass does not pull again.
+    clock.Advance(std::chrono::milliseconds(499));
+    const uint64_t before = rec.passes();
+    rec.Kick();
+    REQUIRE(Eventually([&] { return rec.passes() > before; }));
+    CHECK(kmodd::testing::PhaseIs(state, "ns/a", ModulePhase::kFailed));  // not Pulling
+    REQUIRE(clock.AwaitWaiters(1));
+    CHECK(pulls.load() == 1);
+    // Past the longest first delay: pulled again and refused again (the pass the gate wakes
+    // starts the pull; its refusal, once recorded, triggers the next), then waiting again.
+    const uint64_t retried = rec.passes();
+    clock.Advance(std::chrono::milliseconds(501));
+    REQUIRE(Eventually([&] { return rec.passes() >= retried + 2; }, std::chrono::seconds(20)));
+    CHECK(pulls.load() == 2);
+    CHECK(kmodd::testing::PhaseIs(state, "ns/a", ModulePhase::kFailed));
+    REQUIRE(clock.AwaitWaiters(1));
+    // The second delay doubles: [1 s, 2 s). Not before 1 s...
+    clock.Advance(std::chrono::milliseconds(999));
+    const uint64_t again = rec.passes();
+    rec.Kick();
+    REQUIRE(Eventually([&] { return rec.passes() > again; }));
+    CHECK(kmodd::testing::PhaseIs(state, "ns/a", ModulePhase::kFailed));
+    REQUIRE(clock.AwaitWaiters(1));
+    CHECK(pulls.load() == 2);
+    // ...and by 2 s.
+    clock.Advance(std::chrono::milliseconds(1001));
+    REQUIRE(Eventually([&] { return pulls.load() == 3; }, std::chrono::seconds(20)));
 
     // The Secret fixed: the same desired state version, the next retry loads it.
     rec.SetDesired(

@@ -1,7 +1,8 @@
 #pragma once
 
 // Shared by the server tests: a thread-safe FakeKernel (the reconciler runs on its own
-// thread), driver trees of fake .ko files, module specs, temp dirs and a polling wait.
+// thread), driver trees of fake .ko files, module specs, temp dirs, a polling wait, and the
+// parts a reconciler is wired with.
 
 #include <unistd.h>
 
@@ -16,8 +17,12 @@
 
 #include "../fake_kernel.h"
 #include "api/node_modules_config.h"
+#include "common/log.h"
 #include "fake_ko.h"
 #include "node-agent/server/agent_state.h"
+#include "node-agent/server/metrics.h"
+#include "node-agent/server/reconciler.h"
+#include "tests/fakes/fake_clock.h"
 
 namespace kmodd::testing {
 
@@ -121,5 +126,34 @@ inline bool PhaseIs(const server::AgentState& state, const std::string& key,
   const server::ModuleStatus* m = FindStatus(s, key);
   return m != nullptr && m->phase == phase;
 }
+
+// The parts a reconciler is wired with in tests: a temp dir, a clock, the kernel, firmware,
+// the agent's state and metrics, and a log that goes nowhere. A rig that derives from it
+// destroys its reconciler (a member of its own) before these.
+template <class ClockT = FakeClock, class KernelT = LockedKernel>
+struct AgentParts {
+  ServerTempDir dir;
+  ClockT clock;
+  KernelT kernel;
+  FakeFirmware firmware;
+  server::AgentState state{clock};
+  server::Metrics metrics;
+  std::FILE* devnull = std::fopen("/dev/null", "w");
+  Logger log{devnull};
+
+  AgentParts() = default;
+  AgentParts(const AgentParts&) = delete;
+  AgentParts& operator=(const AgentParts&) = delete;
+  ~AgentParts() { std::fclose(devnull); }
+
+  server::ReconcilerOptions Options() const {
+    server::ReconcilerOptions o;
+    o.journal_path = dir.path + "/journal.json";
+    return o;
+  }
+  bool Loaded(const std::string& module) {
+    return kernel.With([&](FakeKernel& k) { return k.IsLoaded(module); });
+  }
+};
 
 }  // namespace kmodd::testing

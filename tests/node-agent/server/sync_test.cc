@@ -136,7 +136,8 @@ struct Agent {
   kmodd::testing::ServerTempDir dir;
   kmodd::testing::LockedKernel kernel;
   kmodd::testing::FakeFirmware firmware;
-  kmodd::server::AgentState state;
+  kmodd::RealClock clock;  // the Sync client waits on the AgentState in real time
+  kmodd::server::AgentState state{clock};
   kmodd::server::Metrics metrics;
   std::FILE* devnull = std::fopen("/dev/null", "w");
   kmodd::Logger log{devnull};
@@ -151,7 +152,8 @@ struct Agent {
     o.image_store = [](const std::string&) {
       return std::make_unique<kmodd::reconcile::DirImageStore>();
     };
-    rec = std::make_unique<kmodd::server::Reconciler>(kernel, &firmware, state, metrics, log, o);
+    rec = std::make_unique<kmodd::server::Reconciler>(kernel, &firmware, state, metrics, log,
+                                                      clock, o);
     REQUIRE(rec->Start().ok());
   }
   void Connect(kmodd::server::SyncClientOptions o) {

@@ -1,4 +1,4 @@
-#include "node-agent/reconcile/plan.h"
+#include "node-agent/reconcile/action_planner.h"
 
 #include <algorithm>
 #include <map>

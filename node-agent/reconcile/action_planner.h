@@ -1,6 +1,9 @@
 #pragma once
 
-// The agent's pure core: (desired, observed kernel, journal) -> ordered actions. No I/O.
+// The agent's action planner, its pure core: (desired, observed kernel, journal) -> ordered
+// kernel actions. No I/O. Not to be confused with the pass planner (server/pass_planner.h),
+// which decides what one pass of the daemon works on and filters these actions, nor with
+// the controller's planner (which Modules each node runs).
 // Level-based: it never asks what changed, only what is and what should be.
 
 #include <string>
