@@ -45,6 +45,8 @@ constexpr char kUsage[] =
     "                            (--cert FILE --key FILE --ca FILE | --insecure)\n"
     "                            [--status-file FILE] [--forget-after SECONDS]\n"
     "                            [--log-level debug|info|warn|error]\n"
+    "                            [--sync-max-connections-per-peer N]\n"
+    "                            [--sync-max-streams-per-connection N]\n"
     "  --modules-dir   Module manifests (*.yaml, *.yml, *.json), watched for changes\n"
     "  --kubernetes    Modules and Nodes from the API server (in-cluster configuration,\n"
     "                  or --kubeconfig); status, node labels and events written back\n"
@@ -64,7 +66,11 @@ constexpr char kUsage[] =
     "  --status-file   what `kmodd-controller status` reads; default\n"
     "                  /var/lib/kmodd/controller-status.yaml, none in Kubernetes mode (the\n"
     "                  Modules' status holds it; a follower's file shows no agents)\n"
-    "  --forget-after  seconds a disconnected node stays known (default 600)\n";
+    "  --forget-after  seconds a disconnected node stays known (default 600)\n"
+    "  --sync-max-connections-per-peer N  connections with streams one address may hold\n"
+    "                  (default 64; an agent needs one)\n"
+    "  --sync-max-streams-per-connection N  concurrent streams on one connection\n"
+    "                  (default 100; an agent needs one)\n";
 
 struct RunConfig {
   std::string modules_dir;
@@ -136,6 +142,16 @@ int Parse(const std::vector<std::string>& args, RunConfig& c, std::ostream& out,
     } else if (a == "--forget-after" && has_value) {
       if (!absl::SimpleAtoi(args[++i], &c.forget_after_s) || c.forget_after_s < 0) {
         err << "error: --forget-after " << args[i] << ": expected whole seconds\n";
+        return 2;
+      }
+    } else if ((a == "--sync-max-connections-per-peer" ||
+                a == "--sync-max-streams-per-connection") &&
+               has_value) {
+      int& limit = a == "--sync-max-connections-per-peer"
+                       ? c.server.limits.max_connections_per_peer
+                       : c.server.limits.max_streams_per_connection;
+      if (!absl::SimpleAtoi(args[++i], &limit) || limit < 1) {
+        err << "error: " << a << " " << args[i] << ": expected a whole number of at least 1\n";
         return 2;
       }
     } else if (a == "--log-level" && has_value) {

@@ -6,18 +6,21 @@
 
 #include <string>
 
-#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace kmodd::server {
 
 class Authenticator {
  public:
   virtual ~Authenticator() = default;
-  // OK when `token` is an agent's and is bound to node `node`. Unauthenticated: not a
-  // valid token; PermissionDenied: valid, but not an agent's or bound to another node;
-  // Unavailable: it could not be checked now (the agent retries).
-  [[nodiscard]] virtual absl::Status Authenticate(const std::string& token,
-                                                  const std::string& node) = 0;
+  // When `token` is an agent's and is bound to node `node`: the time until which it holds
+  // (its expiry; InfiniteFuture when it has none), after which the stream must end.
+  // Unauthenticated: not a valid token; PermissionDenied: valid, but not an agent's, not
+  // for the audience "kmodd" or bound to another node; Unavailable: it could not be checked
+  // now (the agent retries).
+  [[nodiscard]] virtual absl::StatusOr<absl::Time> Authenticate(const std::string& token,
+                                                                const std::string& node) = 0;
 };
 
 }  // namespace kmodd::server

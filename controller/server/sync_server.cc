@@ -7,15 +7,17 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <exception>
 #include <filesystem>
 #include <mutex>
-#include <thread>
 #include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/file.h"
+#include "controller/server/bounded_pool.h"
+#include "controller/server/stream_limits.h"
 #include "kmodd/v1/sync.grpc.pb.h"
 
 namespace kmodd::server {
@@ -34,6 +36,21 @@ std::vector<std::string> Property(const grpc::AuthContext& ctx, const char* name
   return out;
 }
 
+}  // namespace
+
+// What every stream of one server shares.
+struct StreamContext {
+  Hub& hub;
+  Logger& log;
+  const bool check_identity;
+  Authenticator* const authenticator;
+  BoundedPool& reviews;
+  PeerLimiter& peers;
+  StreamDeadlines& deadlines;
+};
+
+namespace {
+
 // One agent stream. Reads run one at a time; writes too, and a desired state that arrives
 // while one is on the wire replaces any other still waiting (only the newest matters).
 // StartWrite and Finish are called under mu_: gRPC does not serialize them itself, and
@@ -41,10 +58,17 @@ std::vector<std::string> Property(const grpc::AuthContext& ctx, const char* name
 class SyncReactor final : public grpc::ServerBidiReactor<v1::NodeReport, v1::NodeDesired>,
                           public AgentStream {
  public:
-  SyncReactor(grpc::CallbackServerContext* ctx, Hub& hub, Logger& log, bool check_identity,
-              Authenticator* authenticator)
-      : ctx_(ctx), hub_(hub), log_(log), check_identity_(check_identity),
-        authenticator_(authenticator) {
+  SyncReactor(grpc::CallbackServerContext* ctx, const StreamContext& shared)
+      : ctx_(ctx), hub_(shared.hub), log_(shared.log), check_identity_(shared.check_identity),
+        authenticator_(shared.authenticator), shared_(shared), peer_(ctx->peer()) {
+    admitted_ = shared_.peers.Admit(peer_);
+    if (!admitted_) {
+      log_.Warn("agent stream refused: its address has too many connections",
+                {{"peer", peer_}});
+      FinishOnce(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                              "too many connections from this address (an agent needs one)"));
+      return;
+    }
     StartRead(&in_);
   }
 
@@ -72,7 +96,12 @@ class SyncReactor final : public grpc::ServerBidiReactor<v1::NodeReport, v1::Nod
     if (!said_hello_ && NeedsToken()) {
       // A TokenReview is a call to the API server: never on gRPC's callback threads. No
       // read is pending meanwhile, and this reactor lives until Finish.
-      std::thread([this, token = BearerToken()] { Process(CheckToken(token)); }).detach();
+      if (!shared_.reviews.TrySubmit([this, token = BearerToken()] { Process(CheckToken(token)); })) {
+        log_.Warn("agent stream refused: token reviews are backed up",
+                  {{"node", in_.node().name()}, {"peer", peer_}});
+        FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                "the controller is busy checking tokens: retry"));
+      }
       return;
     }
     Process(said_hello_ ? absl::OkStatus() : CheckHello());
@@ -111,9 +140,16 @@ class SyncReactor final : public grpc::ServerBidiReactor<v1::NodeReport, v1::Nod
   }
 
   void OnDone() override {
+    shared_.deadlines.Remove(this);  // no Close from the deadlines after this
     if (said_hello_) {
-      hub_.Goodbye(this);
+      hub_.Goodbye(this);  // no Push from the hub after this
     }
+    if (admitted_) {
+      shared_.peers.Release(peer_);
+    }
+    // gRPC may call OnDone on another thread as soon as Finish is called, while FinishOnce
+    // still holds mu_: take it once, so that no one is inside a member function any more.
+    { std::lock_guard lock(mu_); }
     delete this;
   }
 
@@ -122,13 +158,9 @@ class SyncReactor final : public grpc::ServerBidiReactor<v1::NodeReport, v1::Nod
     return r.has_node() && !r.node().name().empty();
   }
 
-  // A hello over TLS without a verified client certificate, on a server that takes tokens.
+  // A hello on a server that takes tokens (and no certificates).
   bool NeedsToken() const {
-    if (authenticator_ == nullptr || !check_identity_ || !HasNodeName(in_)) {
-      return false;
-    }
-    const auto auth = ctx_->auth_context();
-    return !auth || !auth->IsPeerAuthenticated();
+    return authenticator_ != nullptr && check_identity_ && HasNodeName(in_);
   }
 
   std::string BearerToken() const {
@@ -143,12 +175,20 @@ class SyncReactor final : public grpc::ServerBidiReactor<v1::NodeReport, v1::Nod
   }
 
   absl::Status CheckToken(const std::string& token) {
-    absl::Status st = authenticator_->Authenticate(token, in_.node().name());
-    if (!st.ok()) {
-      log_.Warn("agent stream refused: its token does not name the node it claims",
-                {{"node", in_.node().name()}, {"error", st.ToString()}, {"peer", ctx_->peer()}});
+    absl::StatusOr<absl::Time> until;
+    try {
+      until = authenticator_->Authenticate(token, in_.node().name());
+    } catch (const std::exception& e) {  // the stream must still end, and nothing else
+      until = absl::UnavailableError(absl::StrCat("cannot check the agent's token: ", e.what()));
     }
-    return st;
+    if (!until.ok()) {
+      log_.Warn("agent stream refused: its token does not name the node it claims",
+                {{"node", in_.node().name()}, {"error", until.status().ToString()},
+                 {"peer", peer_}});
+      return until.status();
+    }
+    shared_.deadlines.Set(this, *until);
+    return absl::OkStatus();
   }
 
   absl::Status CheckHello() {
@@ -190,6 +230,9 @@ class SyncReactor final : public grpc::ServerBidiReactor<v1::NodeReport, v1::Nod
   Logger& log_;
   const bool check_identity_;
   Authenticator* const authenticator_;
+  const StreamContext& shared_;
+  const std::string peer_;
+  bool admitted_ = false;  // counted by shared_.peers
   v1::NodeReport in_;
   bool said_hello_ = false;  // touched by the read side only
 
@@ -221,19 +264,23 @@ absl::Status CheckIdentity(const std::string& claimed, const std::vector<std::st
 
 class SyncServer::Service final : public v1::Controller::CallbackService {
  public:
-  Service(Hub& hub, Logger& log, bool check_identity, Authenticator* authenticator)
-      : hub_(hub), log_(log), check_identity_(check_identity), authenticator_(authenticator) {}
+  Service(Hub& hub, Logger& log, bool check_identity, Authenticator* authenticator,
+          const SyncLimits& limits, const Clock& clock)
+      : reviews_(limits.review_workers, limits.review_queue),
+        peers_(limits.max_connections_per_peer), deadlines_(clock),
+        shared_{hub, log, check_identity, authenticator, reviews_, peers_, deadlines_} {}
 
   grpc::ServerBidiReactor<v1::NodeReport, v1::NodeDesired>* Sync(
       grpc::CallbackServerContext* ctx) override {
-    return new SyncReactor(ctx, hub_, log_, check_identity_, authenticator_);
+    return new SyncReactor(ctx, shared_);
   }
 
  private:
-  Hub& hub_;
-  Logger& log_;
-  const bool check_identity_;
-  Authenticator* const authenticator_;
+  // Destroyed after the server has stopped (SyncServer::Shutdown): no stream is left.
+  BoundedPool reviews_;
+  PeerLimiter peers_;
+  StreamDeadlines deadlines_;
+  const StreamContext shared_;
 };
 
 SyncServer::SyncServer(Hub& hub, ServerOptions options, Logger& log)
@@ -298,13 +345,17 @@ absl::Status SyncServer::Start() {
     grpc::experimental::TlsServerCredentialsOptions tls(certificates_);
     tls.watch_root_certs();
     tls.watch_identity_key_cert_pairs();
-    // With tokens, a client certificate is optional; one that is shown must still verify.
+    // With tokens, no client certificate is asked for or believed: the CA that signs the
+    // controller's serving certificate must not also mint node identities.
     tls.set_cert_request_type(options_.authenticator != nullptr
-                                  ? GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY
+                                  ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
                                   : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
     creds = grpc::experimental::TlsServerCredentials(tls);
   }
-  service_ = std::make_unique<Service>(hub_, log_, !options_.insecure, options_.authenticator);
+  const SyncLimits& limits = options_.limits;
+  service_ = std::make_unique<Service>(hub_, log_, !options_.insecure, options_.authenticator,
+                                       limits,
+                                       options_.clock != nullptr ? *options_.clock : real_clock_);
   grpc::ServerBuilder b;
   b.AddListeningPort(options_.listen, creds, &port_);
   b.RegisterService(service_.get());
@@ -315,6 +366,16 @@ absl::Status SyncServer::Start() {
   b.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   b.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10'000);
   b.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  b.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, limits.max_streams_per_connection);
+  b.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                       static_cast<int>(limits.handshake_timeout.count()));
+  b.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, static_cast<int>(limits.max_idle.count()));
+  if (options_.authenticator != nullptr) {
+    b.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
+                         static_cast<int>(limits.max_connection_age.count()));
+    b.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                         static_cast<int>(limits.max_connection_age_grace.count()));
+  }
   server_ = b.BuildAndStart();
   if (!server_ || port_ == 0) {
     server_.reset();

@@ -3,10 +3,11 @@
 // The Controller gRPC service (proto/kmodd/v1/sync.proto) on gRPC's callback API: one
 // reactor per agent stream, no thread per stream, so that thousands of agents cost memory
 // for their streams only. Each stream: the first report must carry NodeInfo (the hello);
-// with TLS, the node name must be the client certificate's (its CN or a DNS SAN), or, for
-// an agent without one, the node its bearer token is bound to (ServerOptions::
-// authenticator), or the stream ends with PERMISSION_DENIED (UNAUTHENTICATED without a
-// valid credential). Then the Hub decides what the node is sent.
+// with TLS, the node name must be the client certificate's (its CN or a DNS SAN), or, in
+// Kubernetes mode, the node its bearer token is bound to (ServerOptions::authenticator;
+// certificates are then not accepted), or the stream ends with PERMISSION_DENIED
+// (UNAUTHENTICATED without a valid credential). Then the Hub decides what the node is
+// sent. What one client can hold open is bounded (SyncLimits).
 
 #include <chrono>
 #include <memory>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "controller/server/authenticator.h"
 #include "controller/server/hub.h"
@@ -26,6 +28,30 @@ class CertificateProviderInterface;
 }  // namespace grpc
 
 namespace kmodd::server {
+
+// What one client may hold (issue 12 A1, B2). An agent needs one stream on one connection.
+struct SyncLimits {
+  // TokenReviews in flight, and hellos waiting for one; a hello beyond both is refused
+  // with UNAVAILABLE (the agent retries with backoff).
+  int review_workers = 4;
+  int review_queue = 64;
+  // HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS: a client's further streams wait for a slot.
+  int max_streams_per_connection = 100;
+  // Connections carrying streams from one peer address; a stream on a further connection
+  // is refused with RESOURCE_EXHAUSTED. 0: no limit. Nodes have an address each; tests
+  // and benchmarks that run many agents from 127.0.0.1 raise it.
+  int max_connections_per_peer = 64;
+  // A connection must finish its TLS handshake this fast, and one without streams is
+  // closed after max_idle.
+  std::chrono::milliseconds handshake_timeout{10'000};
+  std::chrono::milliseconds max_idle{60'000};
+  // Token mode only: connections are closed (GOAWAY) after this age, ±10% (gRPC's jitter),
+  // and their streams cancelled after the grace: below the agent token's lifetime (one
+  // hour in deploy/), so that every agent is reviewed again at least this often even if
+  // its token carries no readable expiry. Each stream also ends at its token's expiry.
+  std::chrono::milliseconds max_connection_age{std::chrono::minutes(30)};
+  std::chrono::milliseconds max_connection_age_grace{std::chrono::seconds(30)};
+};
 
 struct ServerOptions {
   std::string listen = "127.0.0.1:7443";  // host:port; port 0 picks a free one
@@ -41,10 +67,15 @@ struct ServerOptions {
   std::string cert_file, key_file, ca_file;
   std::chrono::seconds reload_every{60};
   bool insecure = false;  // plain text, no identity check: tests and demos only
-  // Kubernetes mode (not owned; null: mTLS only). Client certificates are then requested
-  // but not required: a stream without a verified one must carry `authorization: Bearer
-  // TOKEN` metadata, which this checks against the hello's node name.
+  // Kubernetes mode (not owned; null: mTLS only). Every stream must then carry
+  // `authorization: Bearer TOKEN` metadata, which this checks against the hello's node
+  // name, off gRPC's threads (SyncLimits::review_workers).
+  // In that mode client certificates are not requested: the controller's CA signs its own
+  // serving certificate, and a token is the only credential an agent can show.
   Authenticator* authenticator = nullptr;
+  SyncLimits limits;
+  // Not owned; null: the real clock. Token expiries are read on it.
+  const Clock* clock = nullptr;
 };
 
 // The identity rule: `claimed` must equal one of the certificate's common names or DNS
@@ -76,6 +107,7 @@ class SyncServer {
  private:
   class Service;
   Hub& hub_;
+  RealClock real_clock_;
   const ServerOptions options_;
   Logger& log_;
   std::unique_ptr<Service> service_;

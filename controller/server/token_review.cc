@@ -2,6 +2,8 @@
 
 #include <openssl/sha.h>
 
+#include <algorithm>
+
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/json.h"
@@ -28,6 +30,13 @@ absl::StatusOr<ReviewedToken> ParseTokenReview(const Value& review) {
   t.authenticated = ok != nullptr && ok->IsBool() && ok->AsBool();
   t.username = StringAt(*status, {"user", "username"});
   t.error = StringAt(*status, {"error"});
+  if (const Value* aud = Lookup(*status, {"audiences"}); aud != nullptr && aud->IsList()) {
+    for (const Value& a : aud->AsList()) {
+      if (a.IsString()) {
+        t.audiences.push_back(a.AsString());
+      }
+    }
+  }
   const Value* node = Lookup(*status, {"user", "extra", kNodeNameExtra});
   if (node != nullptr && node->IsList() && !node->AsList().empty() &&
       node->AsList().front().IsString()) {
@@ -42,6 +51,14 @@ absl::Status CheckAgentToken(const ReviewedToken& t, const std::string& username
     return absl::UnauthenticatedError(absl::StrCat(
         "the token is not valid for audience \"", kTokenAudience, "\"",
         t.error.empty() ? "" : absl::StrCat(": ", t.error)));
+  }
+  // The API server answers with the audiences the token and the request have in common:
+  // a token for any other audience (one an agent's pod was given for something else) is
+  // refused, even if the API server would accept it for itself.
+  if (std::find(t.audiences.begin(), t.audiences.end(), kTokenAudience) == t.audiences.end()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "the token's review does not name the audience \"", kTokenAudience,
+        "\": give the agent a projected token with `audience: ", kTokenAudience, "`"));
   }
   if (t.username != username) {
     return absl::PermissionDeniedError(absl::StrCat("the token is ", t.username, "'s, not ",
@@ -107,9 +124,11 @@ absl::StatusOr<ReviewedToken> TokenReviewAuthenticator::Review(const std::string
         absl::StrCat("cannot check the agent's token: ", answer.status().message()));
   }
   absl::StatusOr<ReviewedToken> t = ParseTokenReview(*answer);
-  if (!t.ok() || !t->authenticated) {
-    return t;  // negative answers are not cached: a fresh token may follow at once
+  if (!t.ok()) {
+    return t;
   }
+  const absl::Time until =
+      t->authenticated ? std::min(now + kCacheFor, JwtExpiry(token)) : now + kNegativeFor;
   std::lock_guard lock(mu_);
   if (cache_.size() >= kMaxCached) {
     for (auto it = cache_.begin(); it != cache_.end();) {
@@ -119,12 +138,12 @@ absl::StatusOr<ReviewedToken> TokenReviewAuthenticator::Review(const std::string
       cache_.clear();
     }
   }
-  cache_[key] = Cached{*t, std::min(now + kCacheFor, JwtExpiry(token))};
+  cache_[key] = Cached{*t, until};
   return t;
 }
 
-absl::Status TokenReviewAuthenticator::Authenticate(const std::string& token,
-                                                    const std::string& node) {
+absl::StatusOr<absl::Time> TokenReviewAuthenticator::Authenticate(const std::string& token,
+                                                                  const std::string& node) {
   if (token.empty()) {
     return absl::UnauthenticatedError(
         "no client certificate and no bearer token: an agent must show one");
@@ -133,7 +152,10 @@ absl::Status TokenReviewAuthenticator::Authenticate(const std::string& token,
   if (!t.ok()) {
     return t.status();
   }
-  return CheckAgentToken(*t, username_, node);
+  if (absl::Status st = CheckAgentToken(*t, username_, node); !st.ok()) {
+    return st;
+  }
+  return JwtExpiry(token);
 }
 
 }  // namespace kmodd::server

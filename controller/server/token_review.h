@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -27,6 +28,7 @@ struct ReviewedToken {
   bool authenticated = false;
   std::string username;
   std::string node_name;  // empty when the token is not bound to a pod on a node
+  std::vector<std::string> audiences;  // status.audiences: those the token is valid for
   std::string error;      // status.error of a refused review
 };
 
@@ -47,11 +49,16 @@ class TokenReviewAuthenticator final : public Authenticator {
   TokenReviewAuthenticator(kube::KubeClient& client, const std::string& ns,
                            const Clock& clock);
 
-  absl::Status Authenticate(const std::string& token, const std::string& node) override;
+  absl::StatusOr<absl::Time> Authenticate(const std::string& token,
+                                          const std::string& node) override;
 
   // A positive review is reused this long (or until the token expires, if sooner), keyed
-  // by the token's SHA-256: reconnect storms cost no API calls.
+  // by the token's SHA-256: reconnect storms cost no API calls. A negative one is reused
+  // for kNegativeFor, so that a client repeating a bad token costs one review per period;
+  // short, because a token the API server does not know yet (just issued, another API
+  // server behind a load balancer) becomes valid soon.
   static constexpr absl::Duration kCacheFor = absl::Minutes(5);
+  static constexpr absl::Duration kNegativeFor = absl::Seconds(10);
   static constexpr size_t kMaxCached = 20000;
 
  private:

@@ -25,6 +25,7 @@
 #include "kmodd/v1/sync.grpc.pb.h"
 #include "tests/common/http/test_pki.h"
 #include "tests/controller/server/fake_authenticator.h"
+#include "tests/fakes/fake_clock.h"
 #include "tests/temp_dir.h"
 
 using kmodd::testing::TempDir;
@@ -128,11 +129,25 @@ struct Controller {
   SyncServer server;
 };
 
+// A channel of its own (its own TCP connection): channels with equal arguments would
+// share one through gRPC's global subchannel pool.
+std::shared_ptr<grpc::Channel> DistinctChannel(const std::string& target,
+                                               const std::shared_ptr<grpc::ChannelCredentials>& creds,
+                                               int n) {
+  grpc::ChannelArguments args;
+  args.SetInt("kmodd.test.channel", n);
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(target, creds, args);
+}
+
 // An agent: one Sync stream with a bounded deadline.
 struct Agent {
   Agent(const std::string& target, const std::shared_ptr<grpc::ChannelCredentials>& creds,
         const std::string& name, bool worker, const std::string& token = "")
-      : stub(kmodd::v1::Controller::NewStub(grpc::CreateChannel(target, creds))) {
+      : Agent(grpc::CreateChannel(target, creds), name, worker, token) {}
+  Agent(const std::shared_ptr<grpc::Channel>& channel, const std::string& name, bool worker,
+        const std::string& token = "")
+      : stub(kmodd::v1::Controller::NewStub(channel)) {
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
     if (!token.empty()) {
       ctx.AddMetadata("authorization", "Bearer " + token);
@@ -180,6 +195,22 @@ std::shared_ptr<grpc::ChannelCredentials> ClientTls(const std::string& ca,
   o.pem_root_certs = ca;
   o.pem_cert_chain = kc.first;
   o.pem_private_key = kc.second;
+  return grpc::SslCredentials(o);
+}
+
+// A server in Kubernetes mode: TLS, tokens checked by `auth`.
+ServerOptions TokenServer(TestPki& ca, kmodd::server::Authenticator& auth) {
+  ServerOptions opts;
+  opts.listen = "127.0.0.1:0";
+  std::tie(opts.cert_pem, opts.key_pem) = ca.Issue("kmodd controller", "IP:127.0.0.1", "serverAuth");
+  opts.ca_pem = ca.CaPem();
+  opts.authenticator = &auth;
+  return opts;
+}
+
+std::shared_ptr<grpc::ChannelCredentials> ServerOnlyTls(const TestPki& ca) {
+  grpc::SslCredentialsOptions o;
+  o.pem_root_certs = ca.CaPem();
   return grpc::SslCredentials(o);
 }
 
@@ -301,11 +332,76 @@ TEST_CASE("sync with tokens: an agent without a certificate reports only as its 
     CHECK(forger.End().error_code() == grpc::StatusCode::UNAUTHENTICATED);
     CHECK_FALSE(c.hub.Node("w1"));
   }
-  SECTION("a client certificate still works, and is checked without the token") {
+  SECTION("a client certificate signed by the controller's CA is not a credential") {
     Agent w3(c.Target(), ClientTls(ca.CaPem(), ca.Issue("w3", "", "clientAuth")), "w3", true);
-    CHECK(w3.Next().modules_size() == 1);
-    CHECK(auth.calls() == 0);
+    CHECK(w3.End().error_code() == grpc::StatusCode::UNAUTHENTICATED);
+    CHECK_FALSE(c.hub.Node("w3"));
   }
+}
+
+TEST_CASE("sync with tokens: hellos beyond the review pool are refused UNAVAILABLE") {
+  TestPki ca;
+  kmodd::server::testing::FakeAuthenticator auth(
+      std::map<std::string, std::string>{{"token-w1", "w1"}, {"token-w2", "w2"}});
+  ServerOptions opts = TokenServer(ca, auth);
+  opts.limits.review_workers = 1;
+  opts.limits.review_queue = 0;
+  Controller c(opts);
+  const auto creds = ServerOnlyTls(ca);
+
+  auth.Hold();  // the API server is slow: the one worker stays busy with w1's review
+  Agent w1(c.Target(), creds, "w1", true, "token-w1");
+  auth.AwaitWaiting(1);
+  Agent w2(c.Target(), creds, "w2", true, "token-w2");
+  const grpc::Status refused = w2.End();
+  CHECK(refused.error_code() == grpc::StatusCode::UNAVAILABLE);
+  CHECK(c.Logs().find("token reviews are backed up") != std::string::npos);
+  auth.Release();
+  CHECK(w1.Next().modules_size() == 1);
+  Agent again(c.Target(), creds, "w2", true, "token-w2");  // the agent's retry
+  CHECK(again.Next().modules_size() == 1);
+  CHECK(auth.calls() == 2);
+}
+
+TEST_CASE("sync with tokens: a stream ends when its token expires, not before") {
+  TestPki ca;
+  kmodd::FakeClock clock;
+  kmodd::server::testing::FakeAuthenticator auth(
+      std::map<std::string, std::string>{{"token-w1", "w1"}}, clock.Now() + absl::Minutes(10));
+  ServerOptions opts = TokenServer(ca, auth);
+  opts.clock = &clock;
+  Controller c(opts);
+  Agent w1(c.Target(), ServerOnlyTls(ca), "w1", true, "token-w1");
+  CHECK(w1.Next().modules_size() == 1);
+  clock.Advance(absl::Minutes(9));
+  REQUIRE(clock.AwaitWaiters(1));
+  CHECK(c.hub.Node("w1"));
+  clock.Advance(absl::Minutes(2));
+  const grpc::Status ended = w1.End();
+  CHECK(ended.error_code() == grpc::StatusCode::UNAUTHENTICATED);
+  CHECK(ended.error_message().find("expired") != std::string::npos);
+}
+
+TEST_CASE("sync: one address holds a bounded number of connections with streams") {
+  ServerOptions opts;
+  opts.listen = "127.0.0.1:0";
+  opts.insecure = true;
+  opts.limits.max_connections_per_peer = 2;
+  Controller c(opts);
+  const auto creds = grpc::InsecureChannelCredentials();
+  // Two streams on one connection count once; a third connection is one too many.
+  const auto shared = DistinctChannel(c.Target(), creds, 1);
+  Agent a(shared, "w1", true);
+  CHECK(a.Next().modules_size() == 1);
+  Agent b(shared, "w2", true);
+  CHECK(b.Next().modules_size() == 1);
+  Agent d(DistinctChannel(c.Target(), creds, 2), "w3", true);
+  CHECK(d.Next().modules_size() == 1);
+  Agent e(DistinctChannel(c.Target(), creds, 3), "w4", true);
+  const grpc::Status refused = e.End();
+  CHECK(refused.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+  CHECK_FALSE(c.hub.Node("w4"));
+  CHECK(c.hub.Node("w3"));
 }
 
 TEST_CASE("identity: the claimed node must be the certificate's CN or one of its DNS names") {

@@ -63,6 +63,17 @@ TEST_CASE("an agent's token is accepted only for its own node") {
   CHECK(CheckAgentToken(bad, kAgent, "node-a").code() == absl::StatusCode::kUnauthenticated);
 }
 
+TEST_CASE("an agent's token must be reviewed for the audience kmodd") {
+  ReviewedToken t = Parse(kReview);
+  REQUIRE(t.audiences == std::vector<std::string>{"kmodd"});
+  t.audiences = {};  // a token without the audience: the API server answers none in common
+  const absl::Status st = CheckAgentToken(t, kAgent, "node-a");
+  CHECK(st.code() == absl::StatusCode::kPermissionDenied);
+  CHECK(st.message().find("audience") != std::string_view::npos);
+  t.audiences = {"https://kubernetes.default.svc"};
+  CHECK(CheckAgentToken(t, kAgent, "node-a").code() == absl::StatusCode::kPermissionDenied);
+}
+
 TEST_CASE("a JWT's expiry is read from its claims") {
   const std::string claims = absl::WebSafeBase64Escape(R"({"aud":["kmodd"],"exp":1796099248})");
   CHECK(JwtExpiry("h." + claims + ".sig") == absl::FromUnixSeconds(1796099248));
@@ -86,7 +97,7 @@ class ReviewingClient final : public kube::KubeClient {
     if (down) {
       return absl::UnavailableError("connection refused");
     }
-    return *ParseJson(kReview);
+    return *ParseJson(answer);
   }
   absl::StatusOr<Value> Update(std::string_view, const Value&) override {
     return absl::UnimplementedError("");
@@ -101,6 +112,7 @@ class ReviewingClient final : public kube::KubeClient {
 
   int calls = 0;
   bool down = false;
+  std::string answer = kReview;
 };
 
 TEST_CASE("a positive token review is reused for five minutes, then asked again") {
@@ -108,13 +120,39 @@ TEST_CASE("a positive token review is reused for five minutes, then asked again"
   FakeClock clock;
   TokenReviewAuthenticator auth(client, "kmodd-system", clock);
   CHECK(auth.Authenticate("tok", "node-a").ok());
-  CHECK(auth.Authenticate("tok", "node-b").code() == absl::StatusCode::kPermissionDenied);
+  CHECK(auth.Authenticate("tok", "node-b").status().code() == absl::StatusCode::kPermissionDenied);
   CHECK(client.calls == 1);
   clock.Advance(absl::Minutes(6));
   client.down = true;
-  CHECK(auth.Authenticate("tok", "node-a").code() == absl::StatusCode::kUnavailable);
+  CHECK(auth.Authenticate("tok", "node-a").status().code() == absl::StatusCode::kUnavailable);
   CHECK(client.calls == 2);
-  CHECK(auth.Authenticate("", "node-a").code() == absl::StatusCode::kUnauthenticated);
+  CHECK(auth.Authenticate("", "node-a").status().code() == absl::StatusCode::kUnauthenticated);
+}
+
+TEST_CASE("a refused token is remembered for ten seconds: a repeating client costs one review") {
+  ReviewingClient client;
+  client.answer = R"({"kind":"TokenReview","status":{"authenticated":false,"error":"invalid"}})";
+  FakeClock clock;
+  TokenReviewAuthenticator auth(client, "kmodd-system", clock);
+  for (int i = 0; i < 100; ++i) {
+    CHECK(auth.Authenticate("forged", "node-a").status().code() ==
+          absl::StatusCode::kUnauthenticated);
+  }
+  CHECK(client.calls == 1);
+  clock.Advance(absl::Seconds(11));
+  client.answer = kReview;  // the token became known (another API server caught up)
+  CHECK(auth.Authenticate("forged", "node-a").ok());
+  CHECK(client.calls == 2);
+}
+
+TEST_CASE("an accepted token holds until its JWT expiry") {
+  ReviewingClient client;
+  FakeClock clock;
+  TokenReviewAuthenticator auth(client, "kmodd-system", clock);
+  const std::string claims = absl::WebSafeBase64Escape(R"({"aud":["kmodd"],"exp":1700003600})");
+  absl::StatusOr<absl::Time> until = auth.Authenticate("h." + claims + ".s", "node-a");
+  REQUIRE(until.ok());
+  CHECK(*until == absl::FromUnixSeconds(1700003600));
 }
 
 }  // namespace
