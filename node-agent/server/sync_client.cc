@@ -11,12 +11,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Keepalive pings find a controller that vanished without closing the connection (a
-// rescheduled pod, a dead host), so that the agent dials again. The controller's Sync
-// server accepts a ping every 10 s without data (controller/server/sync_server.cc).
-constexpr int kKeepaliveMs = 30 * 1000;
-constexpr int kKeepaliveTimeoutMs = 20 * 1000;
-
 std::shared_ptr<grpc::ChannelCredentials> Credentials(const SyncClientOptions& o,
                                                       const std::string& ca_pem) {
   if (o.insecure) {
@@ -54,13 +48,7 @@ bool SyncClient::RefreshChannel() {
     }
   }
   channel_ca_ = ca;
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, static_cast<int>(options_.backoff.initial.count()));
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(options_.backoff.initial.count()));
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options_.backoff.max.count()));
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveMs);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
-  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);  // the stream is quiet when all is well
+  grpc::ChannelArguments args = SyncChannelArguments(options_.backoff);
   if (!options_.target_name_override.empty()) {
     args.SetSslTargetNameOverride(options_.target_name_override);
   }

@@ -29,6 +29,7 @@
 #include "node-agent/server/backoff.h"
 #include "node-agent/server/node_info.h"
 #include "node-agent/server/reconciler.h"
+#include "node-agent/server/sync_channel_args.h"  // SyncChannelArguments
 
 namespace kmodd::server {
 

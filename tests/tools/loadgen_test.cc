@@ -7,7 +7,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <thread>
 
 #include "grpcpp/grpcpp.h"
@@ -60,6 +63,67 @@ TEST_CASE("loadgen refuses incomplete or contradictory options") {
       ParseOptions({"--controller", "h:1", "--agents", "5", "--insecure", "--wait-all-acked", "9"})
           .ok());
   CHECK_FALSE(ParseOptions({"--controller", "h:1", "--agents", "5", "--insecure", "--label", "x"}).ok());
+}
+
+TEST_CASE("loadgen reconnects and dials with the agent's connect deadline unless told") {
+  auto o = ParseOptions({"--controller", "h:1", "--agents", "5", "--insecure", "--reconnect"});
+  REQUIRE(o.ok());
+  CHECK(o->reconnect);
+  CHECK(o->min_connect_timeout_ms == 0);
+  o = ParseOptions({"--controller", "h:1", "--agents", "5", "--insecure",
+                    "--min-connect-timeout-ms", "100"});
+  REQUIRE(o.ok());
+  CHECK(o->min_connect_timeout_ms == 100);
+  CHECK_FALSE(o->reconnect);
+}
+
+TEST_CASE("loadgen names --min-connect-timeout-ms when its value is not a positive integer") {
+  for (const std::string bad : {"0", "-100", "abc", "100ms", "", "99999999999", "1e3"}) {
+    auto o = ParseOptions({"--controller", "h:1", "--agents", "5", "--insecure",
+                           "--min-connect-timeout-ms", bad});
+    REQUIRE_FALSE(o.ok());
+    CHECK(o.status().message().find("--min-connect-timeout-ms") != std::string_view::npos);
+  }
+  auto missing =
+      ParseOptions({"--controller", "h:1", "--agents", "5", "--insecure", "--min-connect-timeout-ms"});
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.status().message().find("--min-connect-timeout-ms") != std::string_view::npos);
+}
+
+TEST_CASE("loadgen refuses --reconnect with a phase that ends the run") {
+  auto o = ParseOptions({"--controller", "h:1", "--agents", "5", "--insecure", "--reconnect",
+                         "--until-version-count", "2"});
+  REQUIRE_FALSE(o.ok());
+  CHECK(o.status().message().find("--reconnect") != std::string_view::npos);
+  CHECK_FALSE(ParseOptions({"--controller", "h:1", "--agents", "5", "--insecure", "--reconnect",
+                            "--wait-all-acked", "9", "--since-file", "f"})
+                  .ok());
+}
+
+TEST_CASE("loadgen gives each agent with its own certificate its own connection") {
+  auto o = ParseOptions({"--controller", "h:1", "--agents", "300", "--ca", "c", "--cert-dir", "d"});
+  REQUIRE(o.ok());
+  CHECK(o->connections == 300);
+  CHECK(ParseOptions({"--controller", "h:1", "--agents", "3", "--ca", "c", "--cert-dir", "d",
+                      "--connections", "3"})
+            .ok());
+  auto shared = ParseOptions({"--controller", "h:1", "--agents", "300", "--ca", "c", "--cert-dir",
+                              "d", "--connections", "3"});
+  REQUIRE_FALSE(shared.ok());
+  CHECK(shared.status().message().find("--cert-dir") != std::string_view::npos);
+  CHECK(shared.status().message().find("--connections") != std::string_view::npos);
+  // One credential only, and always with --ca.
+  CHECK_FALSE(ParseOptions({"--controller", "h:1", "--agents", "3", "--cert-dir", "d"}).ok());
+  CHECK_FALSE(ParseOptions({"--controller", "h:1", "--agents", "3", "--insecure", "--cert-dir",
+                            "d"})
+                  .ok());
+  CHECK_FALSE(ParseOptions({"--controller", "h:1", "--agents", "3", "--ca", "c", "--cert-dir", "d",
+                            "--cert", "c", "--key", "k"})
+                  .ok());
+  CHECK_FALSE(ParseOptions({"--controller", "h:1", "--agents", "3", "--ca", "c", "--cert-dir", "d",
+                            "--token-dir", "t"})
+                  .ok());
+  CHECK_FALSE(ParseOptions({"--controller", "h:1", "--agents", "3", "--ca", "c", "--cert", "c"}).ok());
 }
 
 TEST_CASE("the summary measures ACK times from the start mark, nearest-rank") {
@@ -220,6 +284,50 @@ TEST_CASE("simulated agents say hello, ACK every push and count only a changed o
   CHECK(last.modules(1).name() == "b");
   CHECK(last.modules(1).phase() == v1::LOADED);
   CHECK(last.modules(1).desired_version() == "t-0-3");
+}
+
+std::unique_ptr<grpc::Server> Serve(FakeController& controller, int& port) {
+  grpc::ServerBuilder b;
+  b.AddListeningPort("127.0.0.1:" + std::to_string(port), grpc::InsecureServerCredentials(),
+                     &port);
+  b.RegisterService(&controller);
+  return b.BuildAndStart();
+}
+
+TEST_CASE("reconnecting agents open a new stream with a new hello when the controller returns") {
+  auto first = std::make_unique<FakeController>();
+  int port = 0;
+  auto server = Serve(*first, port);
+  REQUIRE(port > 0);
+  auto options = ParseOptions({"--controller", "127.0.0.1:" + std::to_string(port), "--agents",
+                               "10", "--connections", "2", "--insecure", "--reconnect"});
+  REQUIRE(options.ok());
+  const auto deadline = [] { return std::chrono::steady_clock::now() + std::chrono::seconds(20); };
+  Fleet fleet(*options, grpc::InsecureChannelCredentials());
+  fleet.Start();
+  REQUIRE(fleet.WaitUntil([&] { return fleet.live() == 10; }, deadline()));
+
+  server->Shutdown(std::chrono::system_clock::now());
+  REQUIRE(fleet.WaitUntil([&] { return fleet.live() == 0; }, deadline()));
+  const int64_t mark = absl::ToUnixMillis(absl::Now());
+  FakeController second;
+  int same_port = port;
+  auto again = Serve(second, same_port);
+  REQUIRE(same_port == port);
+  REQUIRE(fleet.WaitUntil([&] { return fleet.live() == 10; }, deadline()));
+
+  CHECK(fleet.connected() == 10);  // agents, not streams
+  const Fleet::Attempts attempts = fleet.AttemptsSince(mark);
+  CHECK(attempts.started >= 10);
+  CHECK(attempts.started - attempts.failed >= 10);
+  for (int64_t t : fleet.LiveSinceTimes()) {
+    CHECK(t >= mark);
+  }
+  fleet.Stop();
+  again->Shutdown();
+  std::lock_guard lock(second.mu_);
+  CHECK(second.hellos_.size() == 10);
+  CHECK(second.hellos_.at("sim-3").kernel_release() == "6.1.0-57-cloud-amd64");
 }
 
 }  // namespace

@@ -1,8 +1,11 @@
 // kmodd-loadgen: N simulated agents against a real controller, for fan-out benchmarks
 // (tools/bench/fanout). Wires options, credentials and the fleet; the work is in fleet.cc.
 
+#include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <sstream>
 
@@ -10,7 +13,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 #include "tools/loadgen/fleet.h"
 #include "tools/loadgen/options.h"
 #include "tools/loadgen/summary.h"
@@ -32,6 +37,73 @@ bool ReadFile(const std::string& path, std::string& out) {
   return true;
 }
 
+// --since-file: a unix time in milliseconds.
+bool ReadSince(const std::string& path, int64_t& since_ms) {
+  std::string text;
+  return ReadFile(path, text) && absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &since_ms);
+}
+
+// Waits for `done` as Fleet::WaitUntil does, printing the live streams and the attempts
+// so far on stderr every 5 s (for a bench that gives up, what it saw last).
+template <typename Pred>
+bool WaitShowingProgress(kmodd::loadgen::Fleet& fleet, Pred done,
+                         std::chrono::steady_clock::time_point deadline) {
+  const int64_t since = absl::ToUnixMillis(absl::Now());
+  for (;;) {
+    const auto step = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    if (fleet.WaitUntil(done, std::min(step, deadline))) {
+      return true;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return false;
+    }
+    const auto a = fleet.AttemptsSince(since);
+    std::cerr << "progress: live " << fleet.live() << "/" << fleet.agents() << ", streams opened "
+              << a.started << ", failed " << a.failed << " (in this wait)" << std::endl;
+  }
+}
+
+// --reconnect: each time the fleet has lost streams and every agent is connected again,
+// one JSON line. Times are from the --since-file mark (the bench writes it as it restarts
+// the controller), or else from when the loss was seen; attempts count streams opened and
+// streams that ended before any desired state, from the mark on.
+void ReportRecoveries(kmodd::loadgen::Fleet& fleet, const kmodd::loadgen::Options& o,
+                      const std::function<bool()>& interrupted) {
+  const int n = fleet.agents();
+  const auto forever = std::chrono::steady_clock::time_point::max();
+  for (int cycle = 1; !interrupted(); ++cycle) {
+    fleet.WaitUntil([&] { return fleet.live() < n || interrupted(); }, forever);
+    if (interrupted()) {
+      return;
+    }
+    const int64_t lost_ms = absl::ToUnixMillis(absl::Now());
+    std::cerr << "cycle " << cycle << ": " << n - fleet.live() << " streams lost\n";
+    WaitShowingProgress(fleet, [&] { return fleet.live() == n || interrupted(); }, forever);
+    if (interrupted()) {
+      return;
+    }
+    int64_t since_ms = lost_ms;
+    if (!o.since_file.empty() && !ReadSince(o.since_file, since_ms)) {
+      std::cerr << "error: --since-file " << o.since_file
+                << " does not hold a unix time in milliseconds\n";
+    }
+    const auto summary =
+        kmodd::loadgen::Summarize(n, n, fleet.LiveSinceTimes(), since_ms, /*timed_out=*/false);
+    const auto after = fleet.AttemptsSince(since_ms);
+    const auto before = fleet.AttemptsSince(lost_ms);
+    // "acked" in the fan-out summary: here, agents connected again.
+    std::string json = absl::StrReplaceAll(kmodd::loadgen::SummaryJson(summary),
+                                           {{"\"acked\"", "\"reconnected\""}});
+    json.pop_back();  // the closing brace
+    std::cout << absl::StrCat("{\"event\":\"reconnected\",\"cycle\":", cycle, ",",
+                              json.substr(1), ",\"attempts\":", after.started,
+                              ",\"failed\":", after.failed,
+                              ",\"failed_unavailable\":", after.failed_unavailable,
+                              ",\"failed_before_mark\":", before.failed - after.failed, "}")
+              << std::endl;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -42,7 +114,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const auto& o = *options;
-  std::shared_ptr<grpc::ChannelCredentials> creds;
+  std::vector<std::shared_ptr<grpc::ChannelCredentials>> creds;  // one, or one per agent
   std::vector<std::string> tokens;  // --token-dir: one per agent
   auto trimmed = [](std::string token) {
     while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) {
@@ -51,7 +123,22 @@ int main(int argc, char** argv) {
     return token;
   };
   if (o.insecure) {
-    creds = grpc::InsecureChannelCredentials();
+    creds.push_back(grpc::InsecureChannelCredentials());
+  } else if (!o.cert_dir.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    if (!ReadFile(o.ca_file, ssl.pem_root_certs)) {
+      std::cerr << "error: cannot read --ca " << o.ca_file << "\n";
+      return 1;
+    }
+    for (int i = 0; i < o.agents; ++i) {
+      const std::string base = absl::StrCat(o.cert_dir, "/node-", o.name_prefix, i);
+      if (!ReadFile(base + ".pem", ssl.pem_cert_chain) ||
+          !ReadFile(base + ".key", ssl.pem_private_key)) {
+        std::cerr << "error: --cert-dir: cannot read " << base << ".pem or .key\n";
+        return 1;
+      }
+      creds.push_back(grpc::SslCredentials(ssl));
+    }
   } else {
     grpc::SslCredentialsOptions ssl;
     std::string token;
@@ -73,9 +160,10 @@ int main(int argc, char** argv) {
       }
       tokens.push_back(trimmed(token));
     }
-    creds = grpc::SslCredentials(ssl);
+    creds.push_back(grpc::SslCredentials(ssl));
     if (by_token) {
-      creds = grpc::CompositeChannelCredentials(creds, grpc::AccessTokenCredentials(trimmed(token)));
+      creds[0] =
+          grpc::CompositeChannelCredentials(creds[0], grpc::AccessTokenCredentials(trimmed(token)));
     }
   }
   std::signal(SIGINT, OnSignal);
@@ -92,8 +180,15 @@ int main(int argc, char** argv) {
                ? std::chrono::steady_clock::now() + std::chrono::seconds(o.wait_all_acked_s)
                : std::chrono::steady_clock::time_point::max();
   };
-  bool ok = fleet.WaitUntil(
-      [&] { return fleet.connected() == n || fleet.ended() == n || interrupted(); }, deadline());
+  auto wait_connected = [&](auto done, std::chrono::steady_clock::time_point until) {
+    return o.reconnect ? WaitShowingProgress(fleet, done, until) : fleet.WaitUntil(done, until);
+  };
+  bool ok = wait_connected(
+      [&] {
+        // A reconnecting agent retries a stream that ended: only the connected count ends this.
+        return fleet.connected() == n || (!o.reconnect && fleet.ended() == n) || interrupted();
+      },
+      deadline());
   const double connect_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (fleet.connected() == n) {
@@ -105,7 +200,9 @@ int main(int argc, char** argv) {
   }
 
   if (ok && !interrupted()) {
-    if (o.wait_all_acked_s > 0) {
+    if (o.reconnect) {
+      ReportRecoveries(fleet, o, interrupted);
+    } else if (o.wait_all_acked_s > 0) {
       ok = fleet.WaitUntil([&] { return fleet.changed_acked() == n || interrupted(); },
                            deadline()) &&
            !interrupted();
@@ -122,10 +219,8 @@ int main(int argc, char** argv) {
   fleet.Stop();
 
   int64_t since_ms = 0;
-  if (!o.since_file.empty()) {
-    std::string text;
-    if (!ReadFile(o.since_file, text) ||
-        !absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &since_ms)) {
+  if (!o.since_file.empty() && !o.reconnect) {
+    if (!ReadSince(o.since_file, since_ms)) {
       std::cerr << "error: --since-file " << o.since_file
                 << " does not hold a unix time in milliseconds\n";
       ok = false;

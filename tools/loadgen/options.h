@@ -20,6 +20,9 @@ struct Options {
   std::string key_file;
   std::string token_file;  // with --ca and no --cert/--key: a Kubernetes bearer token
   std::string token_dir;   // the same, one per agent: the file named as its node
+  // With --ca: each agent presents its own certificate, cert_dir/node-<name>.pem and .key
+  // (as tools/pki/make-dev-certs names them), on its own connection.
+  std::string cert_dir;
   std::string name_prefix = "sim-";
   std::map<std::string, std::string> labels;
   std::string kernel = "6.1.0-57-cloud-amd64";
@@ -28,6 +31,13 @@ struct Options {
   int wait_all_acked_s = 0;
   std::string since_file;
   std::string report_file;
+  // A stream that ends is reopened on the same channel after the agent's backoff (new
+  // stream, new hello), as kmodd-agent's SyncClient does.
+  bool reconnect = false;
+  // 0: the agent's channel arguments (SyncChannelArguments). Otherwise gRPC's
+  // GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, the least time a connection attempt is given: 100
+  // reproduces the agent before issue 12 item C.
+  int min_connect_timeout_ms = 0;
 };
 
 extern const char kUsage[];

@@ -101,7 +101,7 @@ void SimAgent::OnReadDone(bool ok) {
     EnqueueLocked(LoadedReport(in_, now), static_cast<int>(history_.size()) - 1);
   }
   if (first) {
-    fleet_->OnConnected();
+    fleet_->OnConnected(slot_);
   }
   StartRead(&in_);
 }
@@ -135,7 +135,12 @@ void SimAgent::OnWriteDone(bool ok) {
 }
 
 void SimAgent::OnDone(const grpc::Status& status) {
-  fleet_->OnEnded(node_.name(), status);
+  bool got_desired = false;
+  {
+    std::lock_guard lock(mu_);
+    got_desired = !history_.empty();
+  }
+  fleet_->OnEnded(slot_, status, got_desired);
   std::lock_guard lock(mu_);
   done_ = true;
   done_cv_.notify_all();

@@ -16,9 +16,10 @@ namespace kmodd::loadgen {
 
 class SimAgent final : public grpc::ClientBidiReactor<v1::NodeReport, v1::NodeDesired> {
  public:
-  // `token`: a bearer token for this stream alone ("" for none).
-  SimAgent(Fleet* fleet, v1::NodeInfo node, std::string token = "")
-      : fleet_(fleet), node_(std::move(node)), token_(std::move(token)) {}
+  // `token`: a bearer token for this stream alone ("" for none). `slot`: the agent's index
+  // in the fleet (a reconnecting agent has a new SimAgent per stream).
+  SimAgent(Fleet* fleet, v1::NodeInfo node, std::string token, int slot)
+      : fleet_(fleet), node_(std::move(node)), token_(std::move(token)), slot_(slot) {}
 
   void Start(v1::Controller::Stub* stub);
   void Cancel() { ctx_.TryCancel(); }
@@ -43,6 +44,7 @@ class SimAgent final : public grpc::ClientBidiReactor<v1::NodeReport, v1::NodeDe
   Fleet* fleet_;
   const v1::NodeInfo node_;
   const std::string token_;
+  const int slot_;
   grpc::ClientContext ctx_;
   v1::NodeDesired in_;
 
