@@ -21,7 +21,7 @@
 #include "controller/kube/client.h"
 #include "common/clock.h"
 #include "controller/server/sync_server.h"
-#include "controller/server/token_review.h"
+#include "controller/kube_mode/token_review.h"
 #include "controller/webhook/https_server.h"
 
 namespace kmodd::cli {

@@ -27,12 +27,12 @@
 #include "controller/kube/events.h"
 #include "controller/kube/leader.h"
 #include "controller/kube/rest_client.h"
-#include "controller/server/kube_writer.h"
+#include "controller/kube_mode/kube_writer.h"
 #include "controller/server/hub.h"
 #include "controller/server/status_writer.h"
 #include "controller/server/sync_server.h"
 #include "controller/source/dir_source.h"
-#include "controller/source/kube_source.h"
+#include "controller/kube_mode/kube_source.h"
 
 namespace kmodd::cli {
 

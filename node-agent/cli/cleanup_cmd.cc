@@ -159,7 +159,7 @@ int CleanupCommand(const std::vector<std::string>& args) {
       return 1;
     }
   }
-  const server::StateCleanup done = server::RemoveAgentState(o.apply.state_dir, o.socket);
+  const StateCleanup done = RemoveAgentState(o.apply.state_dir, o.socket);
   for (const auto& p : done.removed) {
     std::cout << "removed " << p << "\n";
   }

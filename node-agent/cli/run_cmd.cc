@@ -168,14 +168,14 @@ std::optional<int> Parse(const std::vector<std::string>& args, RunOptions& o) {
   return std::nullopt;
 }
 
-std::string MetricsText(const server::Metrics& metrics, const server::AgentState& state) {
-  server::MetricsSnapshot m = metrics.Snapshot();
-  const server::AgentSnapshot s = state.Snapshot();
+std::string MetricsText(const Metrics& metrics, const AgentState& state) {
+  MetricsSnapshot m = metrics.Snapshot();
+  const AgentSnapshot s = state.Snapshot();
   m.controller_connected = s.controller.connected;
   for (const auto& mod : s.modules) {
-    ++m.modules_by_phase[server::ModulePhaseName(mod.phase)];
+    ++m.modules_by_phase[ModulePhaseName(mod.phase)];
   }
-  return server::RenderMetrics(m);
+  return RenderMetrics(m);
 }
 
 }  // namespace
@@ -206,10 +206,10 @@ int RunCommand(const std::vector<std::string>& args) {
   if (!stager.ok()) {
     return fail("cannot open the firmware ledger", stager.status());
   }
-  server::NodeFacts facts = server::ReadNodeFacts(o.node_name, o.labels);
+  NodeFacts facts = ReadNodeFacts(o.node_name, o.labels);
   facts.agent_version = KMODD_VERSION;
-  server::LockedStagerStore firmware_store(
-      std::move(*stager), server::LockedStagerStore::ShadowOptions{
+  LockedStagerStore firmware_store(
+      std::move(*stager), LockedStagerStore::ShadowOptions{
                               o.host_root, "/sys/module/firmware_class/parameters/path",
                               facts.kernel_release});
   kernel::KmodKernel kernel(kernel::KmodKernel::Options{});
@@ -225,9 +225,9 @@ int RunCommand(const std::vector<std::string>& args) {
 
   // The one real time source; everything below reads and waits on it.
   const RealClock clock;
-  server::AgentState state(clock);
-  server::Metrics metrics;
-  server::ReconcilerOptions ro;
+  AgentState state(clock);
+  Metrics metrics;
+  ReconcilerOptions ro;
   ro.journal_path = o.state_dir + "/journal.json";
   ro.image_store = [&cache, &o, &default_secret](const std::string& secret) {
     reconcile::OciImageStore::Options io;
@@ -235,9 +235,9 @@ int RunCommand(const std::vector<std::string>& args) {
     io.pull_secret = secret.empty() ? default_secret : secret;
     return std::make_unique<reconcile::OciImageStore>(cache, io);
   };
-  server::Reconciler reconciler(kernel, &firmware_store, state, metrics, log, clock, ro);
+  Reconciler reconciler(kernel, &firmware_store, state, metrics, log, clock, ro);
   const std::string desired_path = o.state_dir + "/desired.pb";
-  if (auto persisted = server::LoadPersistedDesired(desired_path, log)) {
+  if (auto persisted = LoadPersistedDesired(desired_path, log)) {
     log.Info("re-applying the persisted desired state",
              {{"version", persisted->version},
               {"modules", static_cast<int64_t>(persisted->modules.size())}});
@@ -248,7 +248,7 @@ int RunCommand(const std::vector<std::string>& args) {
     return fail("cannot start the reconciler", s);
   }
 
-  server::LocalServiceDeps deps;
+  LocalServiceDeps deps;
   deps.state = &state;
   deps.reconciler = &reconciler;
   deps.facts = facts;
@@ -258,15 +258,15 @@ int RunCommand(const std::vector<std::string>& args) {
   };
   deps.firmware_dir = firmware_store.directory();
   deps.cache = &cache;
-  server::LocalService service(std::move(deps), clock);
-  auto local = server::LocalServer::Start(o.socket, service, &log);
+  LocalService service(std::move(deps), clock);
+  auto local = LocalServer::Start(o.socket, service, &log);
   if (!local.ok()) {
     return fail("cannot serve the local Agent service", local.status());
   }
 
-  std::unique_ptr<server::SyncClient> sync;
+  std::unique_ptr<SyncClient> sync;
   if (!o.controller.empty()) {
-    server::SyncClientOptions so;
+    SyncClientOptions so;
     so.target = o.controller;
     so.insecure = o.insecure;
     so.desired_path = desired_path;
@@ -288,9 +288,9 @@ int RunCommand(const std::vector<std::string>& args) {
       so.cert_pem = *cert;
       so.key_pem = *key;
     }
-    sync = std::make_unique<server::SyncClient>(
+    sync = std::make_unique<SyncClient>(
         so, facts, state,
-        [&reconciler](server::DesiredState d) { reconciler.SetDesired(std::move(d)); }, log);
+        [&reconciler](DesiredState d) { reconciler.SetDesired(std::move(d)); }, log);
     sync->Start();
   }
 
@@ -300,10 +300,10 @@ int RunCommand(const std::vector<std::string>& args) {
     log.Info("shutting down; modules stay loaded", {{"signal", sig}});
     io.stop();
   });
-  std::unique_ptr<server::UdevWatch> udev;
+  std::unique_ptr<UdevWatch> udev;
   if (auto monitor = kernel::UdevMonitor::Open(); monitor.ok()) {
-    udev = std::make_unique<server::UdevWatch>(
-        io, std::make_unique<server::UdevEvents>(std::move(*monitor)),
+    udev = std::make_unique<UdevWatch>(
+        io, std::make_unique<UdevEvents>(std::move(*monitor)),
         [&reconciler] { reconciler.Kick(); }, state, log);
     udev->Arm();
     reconciler.Kick();  // events before the subscription are not seen: look once more
@@ -311,15 +311,15 @@ int RunCommand(const std::vector<std::string>& args) {
     log.Warn("no kernel uevents: drift is seen at the periodic resync only",
              {{"error", std::string(monitor.status().message())}});
   }
-  server::ImageGc gc(clock, kImageGcPeriod,
-                     [&] { return server::PruneUnusedImages(reconciler, cache, state); }, log);
+  ImageGc gc(clock, kImageGcPeriod,
+                     [&] { return PruneUnusedImages(reconciler, cache, state); }, log);
   gc.Start();
-  std::unique_ptr<server::MetricsServer> metrics_server;
+  std::unique_ptr<MetricsServer> metrics_server;
   if (!o.metrics.empty()) {
-    server::HttpHandlers h;
+    HttpHandlers h;
     h.metrics = [&metrics, &state] { return MetricsText(metrics, state); };
     h.healthy = [&reconciler] { return !reconciler.Wedged(); };
-    auto m = server::MetricsServer::Start(io, o.metrics, std::move(h));
+    auto m = MetricsServer::Start(io, o.metrics, std::move(h));
     if (!m.ok()) {
       return fail("cannot serve metrics", m.status());
     }
@@ -337,7 +337,7 @@ int RunCommand(const std::vector<std::string>& args) {
   }
   (*local)->Stop();
   reconciler.Stop();
-  (void)server::UninstallPolicy(o.state_dir, o.socket, log).AtStop();
+  (void)UninstallPolicy(o.state_dir, o.socket, log).AtStop();
   log.Info("stopped");
   return 0;
 }

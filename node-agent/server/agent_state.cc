@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <map>
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 namespace {
 
@@ -157,4 +157,4 @@ std::shared_ptr<EventSubscription> AgentState::Subscribe(bool replay) {
   return sub;
 }
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

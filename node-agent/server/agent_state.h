@@ -19,7 +19,7 @@
 #include "common/clock.h"
 #include "node-agent/server/module_status.h"
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 struct AgentEvent {
   int64_t unix_ms = 0;
@@ -99,4 +99,4 @@ class AgentState {
   std::vector<std::weak_ptr<EventSubscription>> subscribers_;
 };
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

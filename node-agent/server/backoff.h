@@ -7,7 +7,7 @@
 #include <chrono>
 #include <cstdint>
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 struct BackoffPolicy {
   std::chrono::milliseconds initial{100};
@@ -44,4 +44,4 @@ class Backoff {
   int attempt_ = 0;
 };
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

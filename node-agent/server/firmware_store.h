@@ -12,7 +12,7 @@
 #include "firmware/stager.h"
 #include "node-agent/reconcile/stores.h"
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 class LockedStagerStore : public reconcile::FirmwareStore {
  public:
@@ -57,4 +57,4 @@ class LockedStagerStore : public reconcile::FirmwareStore {
   const std::string firmware_dir_ = stager_.options().firmware_dir;
 };
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

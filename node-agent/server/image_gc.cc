@@ -3,7 +3,7 @@
 #include <exception>
 #include <set>
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 namespace {
 
@@ -97,4 +97,4 @@ void ImageGc::Run() {
   }
 }
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

@@ -21,7 +21,7 @@
 #include "node-agent/server/agent_state.h"
 #include "node-agent/server/reconciler.h"
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 // Removes the cached image trees no module uses: neither a tree the reconciler resolved or
 // the journal records, nor one an image of the desired state (`state`'s modules) resolved to
@@ -63,4 +63,4 @@ class ImageGc {
   std::thread thread_;
 };
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

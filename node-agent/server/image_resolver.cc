@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 ImageResolver::ImageResolver(StoreFactory stores, int threads, Logger& log, Hooks hooks)
     : stores_(std::move(stores)), threads_(std::max(1, threads)), log_(log),
@@ -173,4 +173,4 @@ absl::StatusOr<std::vector<std::string>> ImageResolver::WhileIdle(
   return f(roots);
 }
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

@@ -27,7 +27,7 @@
 #include "common/log.h"
 #include "node-agent/reconcile/stores.h"
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 class ImageResolver {
  public:
@@ -107,4 +107,4 @@ class ImageResolver {
   std::vector<std::thread> pullers_;
 };
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

@@ -12,7 +12,7 @@
 #include "node-agent/server/wire.h"
 #include "proto/convert.h"
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 namespace {
 
@@ -278,4 +278,4 @@ void LocalServer::Stop() {
   (void)socket_.fd.Close(socket_.bound);
 }
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

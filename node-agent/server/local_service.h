@@ -27,7 +27,7 @@
 #include "node-agent/server/node_info.h"
 #include "node-agent/server/reconciler.h"
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 struct LocalServiceDeps {
   AgentState* state = nullptr;
@@ -110,4 +110,4 @@ class LocalServer {
 
 grpc::Status ToGrpc(const absl::Status& s);
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

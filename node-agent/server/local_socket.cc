@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/file.h"
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 namespace {
 
@@ -318,4 +318,4 @@ void PeerCheckedAcceptor::Loop() {
   }
 }
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

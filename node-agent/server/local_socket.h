@@ -28,7 +28,7 @@
 #include "absl/status/statusor.h"
 #include "common/fd.h"
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 // PATH.d: where the socket for PATH is bound when PATH's directory is shared.
 std::string PrivateSocketDir(const std::string& socket_path);
@@ -89,4 +89,4 @@ class PeerCheckedAcceptor {
   std::thread thread_;
 };
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 namespace {
 
@@ -88,4 +88,4 @@ MetricsSnapshot Metrics::Snapshot() const {
   return s_;
 }
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 struct MetricsSnapshot {
   bool controller_connected = false;
@@ -41,4 +41,4 @@ class Metrics {
   MetricsSnapshot s_;
 };
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

@@ -8,7 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -144,4 +144,4 @@ void MetricsServer::Stop() {
   impl_->acceptor.close(ec);
 }
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

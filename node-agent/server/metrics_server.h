@@ -14,7 +14,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 struct HttpHandlers {
   std::function<std::string()> metrics;  // the exposition text
@@ -49,4 +49,4 @@ class MetricsServer {
   std::shared_ptr<Impl> impl_;
 };
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "node-agent/kernel/errors.h"
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 const char* ModulePhaseName(ModulePhase p) {
   switch (p) {
@@ -95,4 +95,4 @@ DerivedPhase DerivePhase(const ModuleFacts& f) {
   return {ModulePhase::kPending, "", ErrorClass::kNone};
 }
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

@@ -11,7 +11,7 @@
 #include "absl/status/status.h"
 #include "node-agent/reconcile/journal.h"
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 enum class ModulePhase { kPending, kPulling, kLoading, kLoaded, kUnloading, kFailed };
 enum class ErrorClass { kNone, kRetry, kWait, kTerminal };
@@ -69,4 +69,4 @@ struct DerivedPhase {
 // failed action; otherwise waiting (Pending, or Unloading for a Module no longer desired).
 DerivedPhase DerivePhase(const ModuleFacts& f);
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

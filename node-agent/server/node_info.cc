@@ -9,7 +9,7 @@
 #include "absl/strings/strip.h"
 #include "common/file.h"
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 std::string ParseLockdown(std::string_view text) {
   const size_t open = text.find('[');
@@ -84,4 +84,4 @@ NodeFacts ReadNodeFacts(const std::string& name, std::map<std::string, std::stri
   return f;
 }
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

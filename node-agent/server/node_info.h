@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 struct NodeFacts {
   std::string name;
@@ -41,4 +41,4 @@ struct NodeFactsSources {
 NodeFacts ReadNodeFacts(const std::string& name, std::map<std::string, std::string> labels,
                         const NodeFactsSources& sources = {});
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

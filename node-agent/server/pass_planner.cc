@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 namespace {
 
@@ -143,4 +143,4 @@ void PassPlanner::RecordResult(const std::string& key, const absl::Status& s, Ti
   gates_.Record(key, s, now, unit, spec, in_tree);
 }
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

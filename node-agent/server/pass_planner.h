@@ -24,7 +24,7 @@
 #include "node-agent/reconcile/prepare.h"
 #include "node-agent/server/retry_gates.h"
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 struct DesiredState {
   std::string version;
@@ -113,4 +113,4 @@ class PassPlanner {
   RetryGates gates_;
 };
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

@@ -6,7 +6,7 @@
 #include "node-agent/reconcile/executor.h"
 #include "node-agent/reconcile/prepare.h"
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 namespace {
 
@@ -414,4 +414,4 @@ uint64_t Reconciler::passes() const {
   return passes_;
 }
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

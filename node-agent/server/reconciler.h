@@ -49,7 +49,7 @@
 #include "node-agent/server/shadow_checks.h"
 #include "node-agent/server/status_projector.h"
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 struct ReconcilerOptions {
   std::string journal_path;
@@ -148,4 +148,4 @@ class Reconciler {
   std::thread worker_;
 };
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

@@ -2,7 +2,7 @@
 
 #include "node-agent/server/module_status.h"
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 bool RetryGates::Open(const std::string& key, Time now) const {
   auto g = gates_.find(key);
@@ -69,4 +69,4 @@ bool RetryGates::RetryScheduled(const std::string& key) const {
   return g != gates_.end() && !g->second.terminal;
 }
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

@@ -15,7 +15,7 @@
 #include "common/clock.h"
 #include "node-agent/server/backoff.h"
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 class RetryGates {
  public:
@@ -67,4 +67,4 @@ class RetryGates {
   std::map<std::string, absl::Status> errors_;
 };
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 std::vector<std::pair<std::string, std::string>> ShadowChecks::Refresh(
     const reconcile::Journal& journal, Clock::Monotonic now) {
@@ -41,4 +41,4 @@ std::vector<std::pair<std::string, std::string>> ShadowChecks::Refresh(
   return fresh;
 }
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

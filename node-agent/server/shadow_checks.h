@@ -15,7 +15,7 @@
 #include "node-agent/reconcile/journal.h"
 #include "node-agent/reconcile/stores.h"
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 class ShadowChecks {
  public:
@@ -43,4 +43,4 @@ class ShadowChecks {
   std::map<std::string, std::vector<std::string>> warnings_;
 };
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

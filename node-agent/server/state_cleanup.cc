@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "node-agent/server/local_socket.h"
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 namespace fs = std::filesystem;
 
@@ -136,4 +136,4 @@ StateCleanup RemoveAgentState(const std::string& state_dir, const std::string& s
   return out;
 }
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 struct StateCleanup {
   std::vector<std::string> removed;  // paths removed, in order
@@ -26,4 +26,4 @@ struct StateCleanup {
 // lost+found kept. Missing paths are not errors.
 StateCleanup RemoveAgentState(const std::string& state_dir, const std::string& socket_path);
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

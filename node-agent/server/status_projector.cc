@@ -4,7 +4,7 @@
 
 #include "node-agent/reconcile/action_planner.h"
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 namespace {
 
@@ -112,4 +112,4 @@ std::vector<ModuleStatus> ProjectStatus(const std::vector<PreparedModule>& modul
   return out;
 }
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

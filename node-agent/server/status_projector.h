@@ -20,7 +20,7 @@
 #include "node-agent/server/pass_planner.h"
 #include "node-agent/server/retry_gates.h"
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 // One desired Module of a pass: what it asked for and what preparing it found.
 struct PreparedModule {
@@ -51,4 +51,4 @@ struct StatusContext {
 std::vector<ModuleStatus> ProjectStatus(const std::vector<PreparedModule>& modules,
                                         const StatusContext& ctx);
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

@@ -2,7 +2,7 @@
 
 #include <grpc/grpc.h>
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 namespace {
 
@@ -25,4 +25,4 @@ grpc::ChannelArguments SyncChannelArguments(const BackoffPolicy& backoff) {
   return args;
 }
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

@@ -7,7 +7,7 @@
 
 #include "node-agent/server/backoff.h"
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 // gRPC's GRPC_ARG_MIN_RECONNECT_BACKOFF_MS is not a backoff bound: it is the minimum time
 // a connection attempt (TCP + TLS + HTTP/2 settings) is given before it is cut off and
@@ -21,4 +21,4 @@ inline constexpr int kSyncMinConnectTimeoutMs = 20 * 1000;
 // 20 s connect deadline per attempt, and keepalive pings that find a vanished controller.
 grpc::ChannelArguments SyncChannelArguments(const BackoffPolicy& backoff);
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

@@ -5,7 +5,7 @@
 #include "common/file.h"
 #include "node-agent/server/wire.h"
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 namespace {
 
@@ -221,4 +221,4 @@ bool SyncClient::Session() {
   return answered;
 }
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

@@ -31,7 +31,7 @@
 #include "node-agent/server/reconciler.h"
 #include "node-agent/server/sync_channel_args.h"  // SyncChannelArguments
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 struct SyncClientOptions {
   std::string target;  // host:port
@@ -91,4 +91,4 @@ class SyncClient {
   std::thread thread_;
 };
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

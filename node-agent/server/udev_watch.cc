@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 UdevWatch::UdevWatch(boost::asio::io_context& io, std::unique_ptr<ModuleEvents> events,
                      std::function<void()> kick, AgentState& state, Logger& log)
@@ -46,4 +46,4 @@ void UdevWatch::Drain() {
   }
 }
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

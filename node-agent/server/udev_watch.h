@@ -16,7 +16,7 @@
 #include "node-agent/kernel/udev_monitor.h"
 #include "node-agent/server/agent_state.h"
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 // Where module events come from: the kernel's uevents (UdevEvents) in the daemon.
 class ModuleEvents {
@@ -63,4 +63,4 @@ class UdevWatch {
   Logger& log_;
 };
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

@@ -8,7 +8,7 @@
 #include "node-agent/reconcile/journal.h"
 #include "node-agent/server/wire.h"
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 std::optional<DesiredState> LoadPersistedDesired(const std::string& path, Logger& log) {
   std::error_code ec;
@@ -70,4 +70,4 @@ std::optional<StateCleanup> UninstallPolicy::AtStop() const {
   return done;
 }
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

@@ -16,7 +16,7 @@
 #include "node-agent/server/pass_planner.h"
 #include "node-agent/server/state_cleanup.h"
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 // The desired state persisted at `path` (STATE/desired.pb) by the last run, if any. An
 // unreadable or invalid one is none, logged: the agent then waits for the controller and
@@ -45,4 +45,4 @@ class UninstallPolicy {
   Logger& log_;
 };
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

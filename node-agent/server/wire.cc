@@ -2,7 +2,7 @@
 
 #include "proto/convert.h"
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 v1::NodeInfo ToProto(const NodeFacts& f) {
   v1::NodeInfo n;
@@ -117,4 +117,4 @@ absl::StatusOr<DesiredState> FromProto(const v1::NodeDesired& d, const std::stri
   return out;
 }
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

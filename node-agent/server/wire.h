@@ -10,7 +10,7 @@
 #include "node-agent/server/node_info.h"
 #include "node-agent/server/pass_planner.h"
 
-namespace kmodd::server {
+namespace kmodd::agent {
 
 v1::NodeInfo ToProto(const NodeFacts& f);
 v1::Phase ToProto(ModulePhase p);
@@ -25,4 +25,4 @@ v1::NodeReport Report(const AgentSnapshot& s);
 [[nodiscard]] absl::StatusOr<DesiredState> FromProto(const v1::NodeDesired& d,
                                                      const std::string& source);
 
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

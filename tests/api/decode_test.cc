@@ -2,7 +2,7 @@
 
 #include "common/file.h"
 #include "api/decode.h"
-#include "controller/server/kube_writer.h"
+#include "controller/kube_mode/kube_writer.h"
 #include "controller/server/status.h"
 
 using kmodd::api::Decoded;

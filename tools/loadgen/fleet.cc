@@ -30,7 +30,7 @@ Fleet::Fleet(const Options& o, std::vector<std::shared_ptr<grpc::ChannelCredenti
   for (int c = 0; c < o.connections; ++c) {
     // The agent's arguments (its backoff, keepalive and connect deadline), so that what is
     // measured is how agents connect.
-    grpc::ChannelArguments args = server::SyncChannelArguments(server::BackoffPolicy{});
+    grpc::ChannelArguments args = agent::SyncChannelArguments(agent::BackoffPolicy{});
     if (o.min_connect_timeout_ms > 0) {
       args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, o.min_connect_timeout_ms);
     }
@@ -61,7 +61,7 @@ Fleet::Fleet(const Options& o, std::vector<std::shared_ptr<grpc::ChannelCredenti
   agents_.resize(nodes_.size());
   ever_connected_.resize(nodes_.size());
   live_since_unix_ms_.resize(nodes_.size());
-  backoffs_.assign(nodes_.size(), server::Backoff(server::BackoffPolicy{}));
+  backoffs_.assign(nodes_.size(), agent::Backoff(agent::BackoffPolicy{}));
 }
 
 Fleet::~Fleet() { Stop(); }
@@ -244,7 +244,7 @@ void Fleet::OnEnded(int slot, const grpc::Status& status, bool got_desired) {
     }
     if (reconnect_ && !stopping_) {
       // As SyncClient::Run: a stream the controller answered resets the backoff.
-      server::Backoff& backoff = backoffs_[slot];
+      agent::Backoff& backoff = backoffs_[slot];
       if (got_desired) {
         backoff.Reset();
       }

@@ -127,7 +127,7 @@ class Fleet {
   std::vector<int64_t> live_since_unix_ms_;
   std::vector<int64_t> started_unix_ms_;
   std::vector<std::pair<int64_t, grpc::StatusCode>> failed_;
-  std::vector<server::Backoff> backoffs_;
+  std::vector<agent::Backoff> backoffs_;
   std::mt19937_64 jitter_;
   std::multimap<std::chrono::steady_clock::time_point, int> due_;  // reopen slot at time
   bool stopping_ = false;

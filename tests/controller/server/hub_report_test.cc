@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/decode.h"
 #include "controller/server/hub.h"
-#include "controller/server/kube_writer.h"
+#include "controller/kube_mode/kube_writer.h"
 #include "controller/server/status.h"
 #include "hub_fixtures.h"
 

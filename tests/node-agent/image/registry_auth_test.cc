@@ -171,13 +171,13 @@ TEST_CASE("a registry's 403 after auth is an auth problem that is retried, not a
                                   "for k/d; check imageRepoSecret"));
   CHECK_THAT(msg, Catch::Contains("HTTP 403"));
   CHECK_THAT(msg, Catch::Contains("DENIED"));
-  CHECK(kmodd::server::ClassOf(s) == kmodd::server::ErrorClass::kRetry);
-  kmodd::server::ModuleFacts f;
+  CHECK(kmodd::agent::ClassOf(s) == kmodd::agent::ErrorClass::kRetry);
+  kmodd::agent::ModuleFacts f;
   f.desired = true;
   f.problem = s;
   f.retry_scheduled = true;
-  const auto phase = kmodd::server::DerivePhase(f);
-  CHECK(phase.error_class == kmodd::server::ErrorClass::kRetry);
+  const auto phase = kmodd::agent::DerivePhase(f);
+  CHECK(phase.error_class == kmodd::agent::ErrorClass::kRetry);
   CHECK_THAT(phase.message, Catch::EndsWith("(will retry)"));
   CHECK_THAT(phase.message, !Catch::Contains("not permitted"));
 }
@@ -185,7 +185,7 @@ TEST_CASE("a registry's 403 after auth is an auth problem that is retried, not a
 TEST_CASE("the kernel's own not-permitted errors stay terminal") {
   const absl::Status eperm =
       kmodd::kernel::KernelError(kmodd::kernel::KernelOp::kInsert, EPERM, "mod_a");
-  CHECK(kmodd::server::ClassOf(eperm) == kmodd::server::ErrorClass::kTerminal);
+  CHECK(kmodd::agent::ClassOf(eperm) == kmodd::agent::ErrorClass::kTerminal);
   const absl::Status refused = absl::UnauthenticatedError("registry refused");
-  CHECK(kmodd::server::ClassOf(refused) == kmodd::server::ErrorClass::kRetry);
+  CHECK(kmodd::agent::ClassOf(refused) == kmodd::agent::ErrorClass::kRetry);
 }

@@ -6,9 +6,9 @@
 #include "node-agent/server/agent_state.h"
 #include "tests/fakes/fake_clock.h"
 
-using kmodd::server::AgentState;
-using kmodd::server::ModulePhase;
-using kmodd::server::ModuleStatus;
+using kmodd::agent::AgentState;
+using kmodd::agent::ModulePhase;
+using kmodd::agent::ModuleStatus;
 
 namespace {
 
@@ -85,7 +85,7 @@ TEST_CASE("agent state's waits end at a change or at their deadline on the agent
   CHECK(got.load() == g1);
   // An event subscription's wait likewise.
   auto sub = state.Subscribe(false);
-  std::vector<kmodd::server::AgentEvent> events{{}};
+  std::vector<kmodd::agent::AgentEvent> events{{}};
   std::thread reader([&] { events = sub->Next(clock.MonotonicNow() + std::chrono::milliseconds(250)); });
   REQUIRE(clock.AwaitWaiters(1));
   clock.Advance(std::chrono::milliseconds(250));

@@ -18,8 +18,8 @@
 #include "tests/fakes/fake_clock.h"
 
 namespace fs = std::filesystem;
-using kmodd::server::ImageGc;
-using kmodd::server::ModulePhase;
+using kmodd::agent::ImageGc;
+using kmodd::agent::ModulePhase;
 using kmodd::testing::Eventually;
 using kmodd::testing::PhaseIs;
 using std::chrono::minutes;
@@ -116,17 +116,17 @@ struct GcRig : kmodd::testing::AgentParts<> {
         return absl::FailedPreconditionError("these tests pull OCI layouts only");
       }};
   PullGate gate;
-  std::unique_ptr<kmodd::server::Reconciler> rec;
+  std::unique_ptr<kmodd::agent::Reconciler> rec;
 
   GcRig() {
-    kmodd::server::ReconcilerOptions o = Options();
+    kmodd::agent::ReconcilerOptions o = Options();
     o.image_store = [this](const std::string& secret) {
       kmodd::reconcile::OciImageStore::Options io;
       io.pull_secret = secret;
       return std::make_unique<GatedStore>(
           gate, std::make_unique<kmodd::reconcile::OciImageStore>(cache, io));
     };
-    rec = std::make_unique<kmodd::server::Reconciler>(kernel, &firmware, state, metrics, log,
+    rec = std::make_unique<kmodd::agent::Reconciler>(kernel, &firmware, state, metrics, log,
                                                       clock, o);
     REQUIRE(rec->Start().ok());
   }
@@ -175,7 +175,7 @@ TEST_CASE("the image GC keeps the trees in use and removes the others, never dur
   // A tree nothing uses (pulled, then its Module went): removed; ns/a's stays.
   std::string unused = r.PullUnused(b, "mod_b");
   REQUIRE(r.Trees().size() == 2);
-  auto removed = kmodd::server::PruneUnusedImages(*r.rec, r.cache, r.state);
+  auto removed = kmodd::agent::PruneUnusedImages(*r.rec, r.cache, r.state);
   REQUIRE(removed.ok());
   CHECK(*removed == std::vector<std::string>{unused});
   CHECK(r.Trees() == in_use);
@@ -191,7 +191,7 @@ TEST_CASE("the image GC keeps the trees in use and removes the others, never dur
     std::unique_lock<std::mutex> l(r.gate.mu);
     REQUIRE(r.gate.cv.wait_for(l, std::chrono::seconds(30), [&] { return r.gate.entered; }));
   }
-  const auto refused = kmodd::server::PruneUnusedImages(*r.rec, r.cache, r.state);
+  const auto refused = kmodd::agent::PruneUnusedImages(*r.rec, r.cache, r.state);
   CHECK(refused.status().code() == absl::StatusCode::kUnavailable);
   CHECK(r.Trees().size() == 2);
 
@@ -203,14 +203,14 @@ TEST_CASE("the image GC keeps the trees in use and removes the others, never dur
   r.gate.cv.notify_all();
   REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/slow", ModulePhase::kLoaded); },
                      std::chrono::seconds(30)));
-  auto none = kmodd::server::PruneUnusedImages(*r.rec, r.cache, r.state);
+  auto none = kmodd::agent::PruneUnusedImages(*r.rec, r.cache, r.state);
   REQUIRE(none.ok());
   CHECK(none->empty());
 
   // ns/slow no longer desired and unloaded: its tree is no longer in use and goes; ns/a's stays.
   r.rec->SetDesired({"v3", "controller", {kmodd::testing::Spec("ns", "a", a, "mod_a")}, {}});
   REQUIRE(Eventually([&] { return r.state.Snapshot().modules.size() == 1; }));
-  auto pruned = kmodd::server::PruneUnusedImages(*r.rec, r.cache, r.state);
+  auto pruned = kmodd::agent::PruneUnusedImages(*r.rec, r.cache, r.state);
   REQUIRE(pruned.ok());
   CHECK(*pruned == std::vector<std::string>{unused});
   CHECK(r.Trees() == in_use);

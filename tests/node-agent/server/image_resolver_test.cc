@@ -16,7 +16,7 @@
 #include "registry_rig.h"
 #include "server_rig.h"
 
-using kmodd::server::ImageResolver;
+using kmodd::agent::ImageResolver;
 using kmodd::testing::Eventually;
 
 namespace {

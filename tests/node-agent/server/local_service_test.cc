@@ -29,28 +29,28 @@ struct LocalRig {
   kmodd::RealClock clock;
   kmodd::testing::LockedKernel kernel;
   kmodd::testing::FakeFirmware firmware;
-  kmodd::server::AgentState state{clock};
-  kmodd::server::Metrics metrics;
+  kmodd::agent::AgentState state{clock};
+  kmodd::agent::Metrics metrics;
   std::FILE* devnull = std::fopen("/dev/null", "w");
   kmodd::Logger log{devnull};
-  std::unique_ptr<kmodd::server::Reconciler> rec;
-  std::unique_ptr<kmodd::server::LocalService> service;
-  std::unique_ptr<kmodd::server::LocalServer> server;
+  std::unique_ptr<kmodd::agent::Reconciler> rec;
+  std::unique_ptr<kmodd::agent::LocalService> service;
+  std::unique_ptr<kmodd::agent::LocalServer> server;
   std::unique_ptr<v1::Agent::Stub> stub;
   std::string socket;
   std::string image;
 
   LocalRig() {
     image = "dir:" + kmodd::testing::MakeDriverImage(dir.path + "/img", {"mod_a"});
-    kmodd::server::ReconcilerOptions o;
+    kmodd::agent::ReconcilerOptions o;
     o.journal_path = dir.path + "/journal.json";
     o.image_store = [](const std::string&) {
       return std::make_unique<kmodd::reconcile::DirImageStore>();
     };
-    rec = std::make_unique<kmodd::server::Reconciler>(kernel, &firmware, state, metrics, log,
+    rec = std::make_unique<kmodd::agent::Reconciler>(kernel, &firmware, state, metrics, log,
                                                       clock, o);
     REQUIRE(rec->Start().ok());
-    kmodd::server::LocalServiceDeps deps;
+    kmodd::agent::LocalServiceDeps deps;
     deps.state = &state;
     deps.reconciler = rec.get();
     deps.facts.name = "node-a";
@@ -61,9 +61,9 @@ struct LocalRig {
       return std::vector<kmodd::firmware::StagedFile>{f};
     };
     deps.firmware_dir = "/var/lib/firmware";
-    service = std::make_unique<kmodd::server::LocalService>(std::move(deps), clock);
+    service = std::make_unique<kmodd::agent::LocalService>(std::move(deps), clock);
     socket = dir.path + "/run/kmodd/agent.sock";
-    auto s = kmodd::server::LocalServer::Start(socket, *service);
+    auto s = kmodd::agent::LocalServer::Start(socket, *service);
     REQUIRE(s.ok());
     server = std::move(*s);
     stub = v1::Agent::NewStub(
@@ -215,7 +215,7 @@ TEST_CASE("a hostile load override is refused naming the field, and nothing chan
 
 TEST_CASE("the local service marks a staged firmware file that shadows the host's", "[server][local]") {
   LocalRig r;
-  kmodd::server::LocalServiceDeps deps;
+  kmodd::agent::LocalServiceDeps deps;
   deps.state = &r.state;
   deps.reconciler = r.rec.get();
   deps.firmware = [] {
@@ -233,7 +233,7 @@ TEST_CASE("the local service marks a staged firmware file that shadows the host'
     }
     return out;
   };
-  kmodd::server::LocalService service(std::move(deps), r.clock);
+  kmodd::agent::LocalService service(std::move(deps), r.clock);
   grpc::ServerContext ctx;
   v1::FirmwareResponse fw;
   REQUIRE(service.Firmware(&ctx, nullptr, &fw).ok());
@@ -245,22 +245,22 @@ TEST_CASE("the local service marks a staged firmware file that shadows the host'
 TEST_CASE("the events stream sends pull progress once per progress period, when it changed",
           "[server][local]") {
   kmodd::FakeClock clock;
-  kmodd::server::AgentState state(clock);
+  kmodd::agent::AgentState state(clock);
   auto sub = state.Subscribe(false);
   std::mutex mu;
-  kmodd::server::PullProgress progress;
+  kmodd::agent::PullProgress progress;
   int looks = 0;  // one per round of the stream's loop
-  std::vector<kmodd::server::AgentEvent> written;
+  std::vector<kmodd::agent::AgentEvent> written;
   std::atomic<bool> stop{false};
   std::thread stream([&] {
-    kmodd::server::StreamEvents(
+    kmodd::agent::StreamEvents(
         *sub, clock,
         [&] {
           std::lock_guard<std::mutex> l(mu);
           ++looks;
           return progress;
         },
-        [&](const kmodd::server::AgentEvent& e) {
+        [&](const kmodd::agent::AgentEvent& e) {
           std::lock_guard<std::mutex> l(mu);
           written.push_back(e);
           return true;

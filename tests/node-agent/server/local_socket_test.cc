@@ -103,14 +103,14 @@ int Mode(const std::string& path) { return static_cast<int>(Stat(path).st_mode &
 struct SocketRig {
   kmodd::testing::ServerTempDir dir;
   kmodd::RealClock clock;
-  kmodd::server::AgentState state{clock};
-  std::unique_ptr<kmodd::server::LocalService> service;
+  kmodd::agent::AgentState state{clock};
+  std::unique_ptr<kmodd::agent::LocalService> service;
 
   SocketRig() {
-    kmodd::server::LocalServiceDeps deps;
+    kmodd::agent::LocalServiceDeps deps;
     deps.state = &state;
     deps.facts.name = "node-a";
-    service = std::make_unique<kmodd::server::LocalService>(std::move(deps), clock);
+    service = std::make_unique<kmodd::agent::LocalService>(std::move(deps), clock);
   }
   bool StatusOk(const std::string& socket) {
     auto stub = v1::Agent::NewStub(
@@ -128,7 +128,7 @@ TEST_CASE("a client of another uid that can reach the socket is refused by its p
           "[server][local][socket]") {
   SocketRig r;
   const std::string socket = r.dir.path + "/run/kmodd/agent.sock";
-  auto server = kmodd::server::LocalServer::Start(socket, *r.service);
+  auto server = kmodd::agent::LocalServer::Start(socket, *r.service);
   REQUIRE(server.ok());
   // Through the directory (it keeps CAP_DAC_OVERRIDE), but not uid 0: closed unanswered.
   CHECK(ConnectAsNobody(socket, true) == kClosedUnanswered);
@@ -140,7 +140,7 @@ TEST_CASE("a client of another uid cannot reach the socket at all: its directory
           "[server][local][socket]") {
   SocketRig r;
   const std::string socket = r.dir.path + "/run/kmodd/agent.sock";
-  auto server = kmodd::server::LocalServer::Start(socket, *r.service);
+  auto server = kmodd::agent::LocalServer::Start(socket, *r.service);
   REQUIRE(server.ok());
   CHECK(Mode(r.dir.path + "/run/kmodd") == 0700);
   CHECK(ConnectAsNobody(socket, false) == kNoAccess);
@@ -154,7 +154,7 @@ TEST_CASE("a refused client is logged with its uid and counted", "[server][local
   REQUIRE(log_file != nullptr);
   {
     kmodd::Logger log(log_file);
-    auto server = kmodd::server::LocalServer::Start(socket, *r.service, &log);
+    auto server = kmodd::agent::LocalServer::Start(socket, *r.service, &log);
     REQUIRE(server.ok());
     CHECK(ConnectAsNobody(socket, true) == kClosedUnanswered);
     CHECK(r.StatusOk(socket));
@@ -175,7 +175,7 @@ TEST_CASE("a socket in a shared directory is bound in a private PATH.d the agent
   fs::create_directories(shared);
   REQUIRE(::chmod(shared.c_str(), 0755) == 0);
   const std::string socket = shared + "/agent.sock";
-  auto server = kmodd::server::LocalServer::Start(socket, *r.service);
+  auto server = kmodd::agent::LocalServer::Start(socket, *r.service);
   REQUIRE(server.ok());
 
   // The socket file itself sits in a directory that is the agent's and 0700.
@@ -193,7 +193,7 @@ TEST_CASE("a socket in a shared directory is bound in a private PATH.d the agent
   (*server)->Stop();
   CHECK(fs::is_empty(shared));
   // Started again (the link and PATH.d from a previous run, as after kill -9): the same.
-  server = kmodd::server::LocalServer::Start(socket, *r.service);
+  server = kmodd::agent::LocalServer::Start(socket, *r.service);
   REQUIRE(server.ok());
   CHECK(r.StatusOk(socket));
 }
@@ -209,7 +209,7 @@ TEST_CASE("a socket path the agent cannot make private is refused, naming it and
   SECTION("PATH.d exists and is someone else's") {
     fs::create_directories(socket + ".d");
     REQUIRE(::chown((socket + ".d").c_str(), kNobody, kNobody) == 0);
-    auto server = kmodd::server::LocalServer::Start(socket, *r.service);
+    auto server = kmodd::agent::LocalServer::Start(socket, *r.service);
     REQUIRE_FALSE(server.ok());
     CHECK_THAT(std::string(server.status().message()),
                Catch::Contains(socket + ".d exists and belongs to uid 65534") &&
@@ -219,14 +219,14 @@ TEST_CASE("a socket path the agent cannot make private is refused, naming it and
   SECTION("PATH.d is a symlink") {
     fs::create_directories(r.dir.path + "/elsewhere");
     fs::create_directory_symlink(r.dir.path + "/elsewhere", socket + ".d");
-    auto server = kmodd::server::LocalServer::Start(socket, *r.service);
+    auto server = kmodd::agent::LocalServer::Start(socket, *r.service);
     REQUIRE_FALSE(server.ok());
     CHECK_THAT(std::string(server.status().message()), Catch::Contains("is a symlink"));
     CHECK(fs::is_empty(r.dir.path + "/elsewhere"));
   }
   SECTION("PATH is a regular file") {
     std::ofstream(socket) << "not a socket";
-    auto server = kmodd::server::LocalServer::Start(socket, *r.service);
+    auto server = kmodd::agent::LocalServer::Start(socket, *r.service);
     REQUIRE_FALSE(server.ok());
     CHECK(std::string(server.status().message()) ==
           socket + " exists and is not a socket; remove it, or choose another --socket");
@@ -234,7 +234,7 @@ TEST_CASE("a socket path the agent cannot make private is refused, naming it and
   }
   SECTION("the directory is writable by everyone without the sticky bit") {
     REQUIRE(::chmod(shared.c_str(), 0777) == 0);
-    auto server = kmodd::server::LocalServer::Start(socket, *r.service);
+    auto server = kmodd::agent::LocalServer::Start(socket, *r.service);
     REQUIRE_FALSE(server.ok());
     CHECK_THAT(std::string(server.status().message()),
                Catch::Contains("is writable by everyone without the sticky bit"));
@@ -250,7 +250,7 @@ TEST_CASE("a socket directory reached through a symlink (/var/run -> /run) is ta
   REQUIRE(::chmod(real.c_str(), 0700) == 0);
   fs::create_directory_symlink(real, r.dir.path + "/var-run");
   const std::string socket = r.dir.path + "/var-run/agent.sock";
-  auto server = kmodd::server::LocalServer::Start(socket, *r.service);
+  auto server = kmodd::agent::LocalServer::Start(socket, *r.service);
   REQUIRE(server.ok());
   CHECK((*server)->bound_path() == socket);  // private already: no PATH.d
   CHECK(fs::is_socket(fs::symlink_status(real + "/agent.sock")));

@@ -6,10 +6,10 @@
 #include "node-agent/server/node_info.h"
 #include "server_rig.h"
 
-using kmodd::server::GoArch;
-using kmodd::server::ParseLockdown;
-using kmodd::server::ParseOsRelease;
-using kmodd::server::ParseSigEnforce;
+using kmodd::agent::GoArch;
+using kmodd::agent::ParseLockdown;
+using kmodd::agent::ParseOsRelease;
+using kmodd::agent::ParseSigEnforce;
 
 TEST_CASE("lockdown is the bracketed word of the securityfs file", "[server]") {
   CHECK(ParseLockdown("none [integrity] confidentiality\n") == "integrity");
@@ -48,11 +48,11 @@ TEST_CASE("node facts are read from the system files, unknown ones left empty", 
   write("/proc/sys/kernel/random/boot_id", "b00t\n");
   write("/sys/module/module/parameters/sig_enforce", "Y\n");
   write("/etc/os-release", "PRETTY_NAME=\"Test OS\"\n");
-  kmodd::server::NodeFactsSources src;
+  kmodd::agent::NodeFactsSources src;
   src.root = t.path;
   src.release = "6.1.0-test";
   src.machine = "aarch64";
-  const auto f = kmodd::server::ReadNodeFacts("node-a", {{"zone", "a"}}, src);
+  const auto f = kmodd::agent::ReadNodeFacts("node-a", {{"zone", "a"}}, src);
   CHECK(f.name == "node-a");
   CHECK(f.labels.at("zone") == "a");
   CHECK(f.kernel_release == "6.1.0-test");

@@ -12,11 +12,11 @@
 
 using kmodd::api::NodeModuleSpec;
 using kmodd::reconcile::Action;
-using kmodd::server::DesiredState;
-using kmodd::server::FailStatic;
-using kmodd::server::PassInputs;
-using kmodd::server::PassPlanner;
-using kmodd::server::RetryGates;
+using kmodd::agent::DesiredState;
+using kmodd::agent::FailStatic;
+using kmodd::agent::PassInputs;
+using kmodd::agent::PassPlanner;
+using kmodd::agent::RetryGates;
 using std::chrono::milliseconds;
 
 namespace {
@@ -194,11 +194,11 @@ TEST_CASE("a pass plans the action planner's actions that fail-static allows, an
   broken.key = "ns/broken";
   broken.problem = absl::InvalidArgumentError("vermagic mismatch");
 
-  const auto kept = kmodd::server::PlanPass(FailStatic{false, {}}, {broken}, observed, journal);
+  const auto kept = kmodd::agent::PlanPass(FailStatic{false, {}}, {broken}, observed, journal);
   CHECK(kept.actions.empty());
   CHECK(kept.problems == std::vector<std::string>{"ns/broken: vermagic mismatch"});
 
-  const auto unloads = kmodd::server::PlanPass(FailStatic{true, {}}, {broken}, observed, journal);
+  const auto unloads = kmodd::agent::PlanPass(FailStatic{true, {}}, {broken}, observed, journal);
   REQUIRE(unloads.actions.size() == 2);
   CHECK(unloads.actions[0] == Action{Action::Kind::kUnload, "ns/old", unloads.actions[0].why});
   CHECK(unloads.actions[1].kind == Action::Kind::kReloadInTree);

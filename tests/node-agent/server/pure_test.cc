@@ -8,13 +8,13 @@
 #include "node-agent/server/metrics_server.h"
 #include "node-agent/server/module_status.h"
 
-using kmodd::server::BackoffDelay;
-using kmodd::server::BackoffPolicy;
-using kmodd::server::DerivedPhase;
-using kmodd::server::DerivePhase;
-using kmodd::server::ErrorClass;
-using kmodd::server::ModuleFacts;
-using kmodd::server::ModulePhase;
+using kmodd::agent::BackoffDelay;
+using kmodd::agent::BackoffPolicy;
+using kmodd::agent::DerivedPhase;
+using kmodd::agent::DerivePhase;
+using kmodd::agent::ErrorClass;
+using kmodd::agent::ModuleFacts;
+using kmodd::agent::ModulePhase;
 using std::chrono::milliseconds;
 
 TEST_CASE("backoff doubles from its start, is capped, and jitters within the upper half", "[server]") {
@@ -24,7 +24,7 @@ TEST_CASE("backoff doubles from its start, is capped, and jitters within the upp
   CHECK(BackoffDelay(p, 3, 0.0) == milliseconds(400));
   CHECK(BackoffDelay(p, 20, 0.0) == milliseconds(15000));
   CHECK(BackoffDelay(p, 1000, 0.999) <= milliseconds(30000));
-  kmodd::server::Backoff b(p);
+  kmodd::agent::Backoff b(p);
   CHECK(b.Next(0) == milliseconds(50));
   CHECK(b.Next(0) == milliseconds(100));
   b.Reset();
@@ -77,15 +77,15 @@ TEST_CASE("a Module's phase follows what the reconciler knows, in order", "[serv
 }
 
 TEST_CASE("metrics text lists every phase and the action counters", "[server]") {
-  kmodd::server::Metrics m;
+  kmodd::agent::Metrics m;
   m.RecordReconcile();
   m.RecordAction("load", true, 0.02);
   m.RecordAction("load", false, 0.2);
   m.RecordAction("unload", true, 0.001);
-  kmodd::server::MetricsSnapshot s = m.Snapshot();
+  kmodd::agent::MetricsSnapshot s = m.Snapshot();
   s.controller_connected = true;
   s.modules_by_phase["Loaded"] = 2;
-  const std::string text = kmodd::server::RenderMetrics(s);
+  const std::string text = kmodd::agent::RenderMetrics(s);
   CHECK(text.find("kmodd_agent_controller_connected 1\n") != std::string::npos);
   CHECK(text.find("kmodd_agent_modules{phase=\"Loaded\"} 2\n") != std::string::npos);
   CHECK(text.find("kmodd_agent_modules{phase=\"Failed\"} 0\n") != std::string::npos);
@@ -99,11 +99,11 @@ TEST_CASE("metrics text lists every phase and the action counters", "[server]") 
 
 TEST_CASE("the metrics server routes /metrics and /healthz, 503 when wedged", "[server]") {
   bool healthy = true;
-  kmodd::server::HttpHandlers h{[] { return std::string("x 1\n"); }, [&] { return healthy; }};
-  CHECK(kmodd::server::Route("GET", "/metrics", h).body == "x 1\n");
-  CHECK(kmodd::server::Route("GET", "/healthz", h).status == 200);
+  kmodd::agent::HttpHandlers h{[] { return std::string("x 1\n"); }, [&] { return healthy; }};
+  CHECK(kmodd::agent::Route("GET", "/metrics", h).body == "x 1\n");
+  CHECK(kmodd::agent::Route("GET", "/healthz", h).status == 200);
   healthy = false;
-  CHECK(kmodd::server::Route("GET", "/healthz", h).status == 503);
-  CHECK(kmodd::server::Route("GET", "/nope", h).status == 404);
-  CHECK(kmodd::server::Route("POST", "/metrics", h).status == 405);
+  CHECK(kmodd::agent::Route("GET", "/healthz", h).status == 503);
+  CHECK(kmodd::agent::Route("GET", "/nope", h).status == 404);
+  CHECK(kmodd::agent::Route("POST", "/metrics", h).status == 405);
 }

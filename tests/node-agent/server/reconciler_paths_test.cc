@@ -12,9 +12,9 @@
 #include "node-agent/server/reconciler.h"
 #include "server_rig.h"
 
-using kmodd::server::DesiredState;
-using kmodd::server::ErrorClass;
-using kmodd::server::ModulePhase;
+using kmodd::agent::DesiredState;
+using kmodd::agent::ErrorClass;
+using kmodd::agent::ModulePhase;
 using kmodd::testing::Eventually;
 using kmodd::testing::FindStatus;
 using kmodd::testing::PhaseIs;
@@ -27,12 +27,12 @@ struct Rig {
   kmodd::testing::LockedKernel kernel;
   kmodd::testing::FakeFirmware firmware;
   kmodd::RealClock clock;
-  kmodd::server::AgentState state{clock};
-  kmodd::server::Metrics metrics;
+  kmodd::agent::AgentState state{clock};
+  kmodd::agent::Metrics metrics;
   std::string log_path = dir.path + "/agent.log";
   std::FILE* log_file = std::fopen(log_path.c_str(), "w");
   kmodd::Logger log{log_file};
-  std::unique_ptr<kmodd::server::Reconciler> rec;
+  std::unique_ptr<kmodd::agent::Reconciler> rec;
   std::string image;
 
   Rig() {
@@ -42,13 +42,13 @@ struct Rig {
     kmodd::testing::MakeDriverImage(dir.path + "/evil", {"mod_evil"});
   }
   void Start() {
-    kmodd::server::ReconcilerOptions o;
+    kmodd::agent::ReconcilerOptions o;
     o.journal_path = dir.path + "/journal.json";
     o.retry = {std::chrono::milliseconds(20), std::chrono::milliseconds(100)};
     o.image_store = [](const std::string&) {
       return std::make_unique<kmodd::reconcile::DirImageStore>();
     };
-    rec = std::make_unique<kmodd::server::Reconciler>(kernel, &firmware, state, metrics, log, clock,
+    rec = std::make_unique<kmodd::agent::Reconciler>(kernel, &firmware, state, metrics, log, clock,
                                                       o);
     REQUIRE(rec->Start().ok());
   }

@@ -9,10 +9,10 @@
 #include "server_rig.h"
 #include "tests/fakes/fake_clock.h"
 
-using kmodd::server::AgentState;
-using kmodd::server::DesiredState;
-using kmodd::server::ModulePhase;
-using kmodd::server::Reconciler;
+using kmodd::agent::AgentState;
+using kmodd::agent::DesiredState;
+using kmodd::agent::ModulePhase;
+using kmodd::agent::Reconciler;
 using kmodd::testing::Eventually;
 using kmodd::testing::FakeFirmware;
 using kmodd::testing::LockedKernel;
@@ -63,7 +63,7 @@ struct Rig {
   LockedKernel kernel;
   FakeFirmware firmware;
   AgentState state{clock};
-  kmodd::server::Metrics metrics;
+  kmodd::agent::Metrics metrics;
   std::FILE* devnull = std::fopen("/dev/null", "w");
   kmodd::Logger log{devnull};
   Gate gate;
@@ -81,7 +81,7 @@ struct Rig {
   }
   void Restart() {
     rec.reset();
-    kmodd::server::ReconcilerOptions o;
+    kmodd::agent::ReconcilerOptions o;
     o.journal_path = dir.path + "/journal.json";
     o.retry = {std::chrono::milliseconds(20), std::chrono::milliseconds(100)};
     o.image_store = [this](const std::string&) { return std::make_unique<SlowStore>(gate); };
@@ -120,7 +120,7 @@ TEST_CASE("one failing Module does not keep the others from loading", "[server]"
     return PhaseIs(r.state, "ns/a", ModulePhase::kFailed) && PhaseIs(r.state, "ns/b", ModulePhase::kLoaded);
   }));
   const auto snap = r.state.Snapshot();
-  CHECK(kmodd::testing::FindStatus(snap, "ns/a")->error_class == kmodd::server::ErrorClass::kTerminal);
+  CHECK(kmodd::testing::FindStatus(snap, "ns/a")->error_class == kmodd::agent::ErrorClass::kTerminal);
 }
 
 TEST_CASE("a transient kernel failure is retried with backoff until it loads", "[server]") {
@@ -166,7 +166,7 @@ TEST_CASE("after a restart without any desired state, nothing kmodd loaded is un
   REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", ModulePhase::kLoaded); }));
   r.rec.reset();
   AgentState fresh(r.clock);
-  kmodd::server::ReconcilerOptions o;
+  kmodd::agent::ReconcilerOptions o;
   o.journal_path = r.dir.path + "/journal.json";
   Reconciler again(r.kernel, &r.firmware, fresh, r.metrics, r.log, r.clock, o);
   REQUIRE(again.Start().ok());

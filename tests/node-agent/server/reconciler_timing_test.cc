@@ -13,7 +13,7 @@
 #include "server_rig.h"
 #include "tests/fakes/fake_clock.h"
 
-using kmodd::server::ModulePhase;
+using kmodd::agent::ModulePhase;
 using kmodd::testing::Eventually;
 using kmodd::testing::PhaseIs;
 using std::chrono::minutes;
@@ -58,16 +58,16 @@ template <class Kernel>
 struct TimingRig : kmodd::testing::AgentParts<kmodd::FakeClock, Kernel> {
   std::string image =
       "dir:" + kmodd::testing::MakeDriverImage(this->dir.path + "/img", {"mod_a"});
-  std::unique_ptr<kmodd::server::Reconciler> rec;
+  std::unique_ptr<kmodd::agent::Reconciler> rec;
 
   TimingRig() {
-    kmodd::server::ReconcilerOptions o = this->Options();
+    kmodd::agent::ReconcilerOptions o = this->Options();
     o.wedged_after = minutes(10);
     o.resync_every = minutes(5);
     o.image_store = [](const std::string&) {
       return std::make_unique<kmodd::reconcile::DirImageStore>();
     };
-    rec = std::make_unique<kmodd::server::Reconciler>(this->kernel, &this->firmware, this->state,
+    rec = std::make_unique<kmodd::agent::Reconciler>(this->kernel, &this->firmware, this->state,
                                                       this->metrics, this->log, this->clock, o);
     REQUIRE(rec->Start().ok());
   }
@@ -82,9 +82,9 @@ TEST_CASE("a pass that runs longer than wedged_after fails /healthz until it end
           "[server][timing]") {
   TimingRig<StuckKernel> r;
   // As the daemon wires it (run_cmd.cc): healthy unless wedged.
-  const kmodd::server::HttpHandlers h{[] { return std::string(); },
+  const kmodd::agent::HttpHandlers h{[] { return std::string(); },
                                       [&] { return !r.rec->Wedged(); }};
-  auto healthz = [&] { return kmodd::server::Route("GET", "/healthz", h).status; };
+  auto healthz = [&] { return kmodd::agent::Route("GET", "/healthz", h).status; };
   CHECK(healthz() == 200);
   r.Desire();
   REQUIRE(r.kernel.AwaitStuck());  // the pass hangs in the kernel

@@ -17,8 +17,8 @@
 
 namespace {
 
-using kmodd::server::ErrorClass;
-using kmodd::server::ModulePhase;
+using kmodd::agent::ErrorClass;
+using kmodd::agent::ModulePhase;
 using kmodd::testing::Eventually;
 using kmodd::testing::FindStatus;
 
@@ -39,13 +39,13 @@ TEST_CASE("a pull secret the real registry refuses is retried as an auth problem
   kmodd::FakeClock clock;
   kmodd::testing::LockedKernel kernel;
   kmodd::testing::FakeFirmware firmware;
-  kmodd::server::AgentState state(clock);
-  kmodd::server::Metrics metrics;
+  kmodd::agent::AgentState state(clock);
+  kmodd::agent::Metrics metrics;
   std::FILE* devnull = std::fopen("/dev/null", "w");
   kmodd::Logger log{devnull};
   kmodd::image::ImageCache cache(dir.path + "/cache", kmodd::agent::BeastFactory());
   std::atomic<int> pulls{0};
-  kmodd::server::ReconcilerOptions o;
+  kmodd::agent::ReconcilerOptions o;
   o.journal_path = dir.path + "/journal.json";
   o.retry = {std::chrono::seconds(1), std::chrono::seconds(8)};
   o.seed = 1;
@@ -58,7 +58,7 @@ TEST_CASE("a pull secret the real registry refuses is retried as an auth problem
     return std::make_unique<kmodd::reconcile::OciImageStore>(cache, io);
   };
   {
-    kmodd::server::Reconciler rec(kernel, &firmware, state, metrics, log, clock, o);
+    kmodd::agent::Reconciler rec(kernel, &firmware, state, metrics, log, clock, o);
     REQUIRE(rec.Start().ok());
     auto spec = kmodd::testing::Spec("ns", "a", image, "mod_a");
     spec.image_repo_secret = kmodd::api::LocalObjectReference{"pull"};

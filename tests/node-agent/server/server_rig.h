@@ -110,7 +110,7 @@ inline bool Eventually(const std::function<bool()>& pred,
   return pred();
 }
 
-inline const server::ModuleStatus* FindStatus(const server::AgentSnapshot& s,
+inline const agent::ModuleStatus* FindStatus(const agent::AgentSnapshot& s,
                                               const std::string& key) {
   for (const auto& m : s.modules) {
     if (m.key == key) {
@@ -120,10 +120,10 @@ inline const server::ModuleStatus* FindStatus(const server::AgentSnapshot& s,
   return nullptr;
 }
 
-inline bool PhaseIs(const server::AgentState& state, const std::string& key,
-                    server::ModulePhase phase) {
-  const server::AgentSnapshot s = state.Snapshot();
-  const server::ModuleStatus* m = FindStatus(s, key);
+inline bool PhaseIs(const agent::AgentState& state, const std::string& key,
+                    agent::ModulePhase phase) {
+  const agent::AgentSnapshot s = state.Snapshot();
+  const agent::ModuleStatus* m = FindStatus(s, key);
   return m != nullptr && m->phase == phase;
 }
 
@@ -136,8 +136,8 @@ struct AgentParts {
   ClockT clock;
   KernelT kernel;
   FakeFirmware firmware;
-  server::AgentState state{clock};
-  server::Metrics metrics;
+  agent::AgentState state{clock};
+  agent::Metrics metrics;
   std::FILE* devnull = std::fopen("/dev/null", "w");
   Logger log{devnull};
 
@@ -146,8 +146,8 @@ struct AgentParts {
   AgentParts& operator=(const AgentParts&) = delete;
   ~AgentParts() { std::fclose(devnull); }
 
-  server::ReconcilerOptions Options() const {
-    server::ReconcilerOptions o;
+  agent::ReconcilerOptions Options() const {
+    agent::ReconcilerOptions o;
     o.journal_path = dir.path + "/journal.json";
     return o;
   }

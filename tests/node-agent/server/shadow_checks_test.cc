@@ -7,7 +7,7 @@
 
 #include "node-agent/server/shadow_checks.h"
 
-using kmodd::server::ShadowChecks;
+using kmodd::agent::ShadowChecks;
 using std::chrono::minutes;
 
 namespace {

@@ -15,7 +15,7 @@
 #include "tests/temp_dir.h"
 
 namespace fs = std::filesystem;
-using kmodd::server::RemoveAgentState;
+using kmodd::agent::RemoveAgentState;
 using kmodd::testing::TempDir;
 
 namespace {

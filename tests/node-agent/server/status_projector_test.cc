@@ -9,15 +9,15 @@
 #include "node-agent/kernel/errors.h"
 #include "node-agent/server/status_projector.h"
 
-using kmodd::server::ErrorClass;
-using kmodd::server::FailStatic;
-using kmodd::server::ImageFacts;
-using kmodd::server::ModulePhase;
-using kmodd::server::ModuleStatus;
-using kmodd::server::PreparedModule;
-using kmodd::server::ProjectStatus;
-using kmodd::server::RetryGates;
-using kmodd::server::StatusContext;
+using kmodd::agent::ErrorClass;
+using kmodd::agent::FailStatic;
+using kmodd::agent::ImageFacts;
+using kmodd::agent::ModulePhase;
+using kmodd::agent::ModuleStatus;
+using kmodd::agent::PreparedModule;
+using kmodd::agent::ProjectStatus;
+using kmodd::agent::RetryGates;
+using kmodd::agent::StatusContext;
 
 namespace {
 
@@ -121,7 +121,7 @@ TEST_CASE("each Module's status row says what the pass knows of it", "[server][s
       {"being loaded",
        [](World& w) {
          w.Desire("ns/a", "mod_a");
-         w.ctx.acting = {{"ns/a", kmodd::server::ModuleFacts::Acting::kLoad}};
+         w.ctx.acting = {{"ns/a", kmodd::agent::ModuleFacts::Acting::kLoad}};
        },
        ModulePhase::kLoading, "", ErrorClass::kNone},
       {"drift: loaded before, a module gone since",
@@ -137,7 +137,7 @@ TEST_CASE("each Module's status row says what the pass knows of it", "[server][s
       {"no longer desired, being unloaded",
        [](World& w) {
          w.Loaded("ns/a", "mod_a");
-         w.ctx.acting = {{"ns/a", kmodd::server::ModuleFacts::Acting::kUnload}};
+         w.ctx.acting = {{"ns/a", kmodd::agent::ModuleFacts::Acting::kUnload}};
        },
        ModulePhase::kUnloading, "", ErrorClass::kNone},
       {"no desired state yet: kept as the journal has it",

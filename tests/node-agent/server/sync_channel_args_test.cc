@@ -11,7 +11,7 @@
 
 #include "node-agent/server/sync_channel_args.h"
 
-namespace kmodd::server {
+namespace kmodd::agent {
 namespace {
 
 using std::chrono::milliseconds;
@@ -56,4 +56,4 @@ TEST_CASE("the sync channel pings a quiet connection to find a vanished controll
 }
 
 }  // namespace
-}  // namespace kmodd::server
+}  // namespace kmodd::agent

@@ -26,7 +26,7 @@
 #include "server_rig.h"
 #include "tests/common/http/test_pki.h"
 
-using kmodd::server::ModulePhase;
+using kmodd::agent::ModulePhase;
 using kmodd::testing::Eventually;
 using kmodd::testing::PhaseIs;
 using namespace std::chrono_literals;  // NOLINT(google-build-using-namespace)
@@ -132,8 +132,8 @@ TEST_CASE("the real Sync client and server: desired state, reports, and a contro
     // The agent, as kmodd-agent run wires it (RealClock: the Sync client waits in real
     // time); its parts outlive the reconciler and the client below.
     kmodd::testing::AgentParts<kmodd::RealClock> agent;
-    kmodd::server::AgentState& state = agent.state;
-    kmodd::server::ReconcilerOptions ro = agent.Options();
+    kmodd::agent::AgentState& state = agent.state;
+    kmodd::agent::ReconcilerOptions ro = agent.Options();
     kmodd::image::ImageCache cache(dir.path + "/cache", kmodd::agent::BeastFactory());
     const std::string registry_ca = registry.Env("KMODD_REGISTRY_CA");
     ro.image_store = [&](const std::string& secret) {
@@ -142,22 +142,22 @@ TEST_CASE("the real Sync client and server: desired state, reports, and a contro
       io.pull_secret = secret;
       return std::make_unique<kmodd::reconcile::OciImageStore>(cache, io);
     };
-    kmodd::server::Reconciler rec(agent.kernel, &agent.firmware, state, agent.metrics, agent.log,
+    kmodd::agent::Reconciler rec(agent.kernel, &agent.firmware, state, agent.metrics, agent.log,
                                   agent.clock, ro);
     REQUIRE(rec.Start().ok());
-    kmodd::server::SyncClientOptions co;
+    kmodd::agent::SyncClientOptions co;
     co.target = so.listen;
     co.ca_pem = ca.Pem();
     std::tie(co.cert_pem, co.key_pem) = agent_cert;
     co.backoff = {20ms, 200ms};
     co.desired_path = agent.dir.path + "/desired.pb";
     co.seed = 7;
-    kmodd::server::NodeFacts facts;
+    kmodd::agent::NodeFacts facts;
     facts.name = "node-a";
     facts.kernel_release = "6.1.0-test";
     facts.labels = {{"role", "worker"}};
-    kmodd::server::SyncClient client(
-        co, facts, state, [&rec](kmodd::server::DesiredState d) { rec.SetDesired(std::move(d)); },
+    kmodd::agent::SyncClient client(
+        co, facts, state, [&rec](kmodd::agent::DesiredState d) { rec.SetDesired(std::move(d)); },
         agent.log);
     client.Start();
     auto loaded = [&](const std::string& m) { return agent.Loaded(m); };

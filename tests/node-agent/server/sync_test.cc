@@ -17,7 +17,7 @@
 #include "proto/convert.h"
 #include "server_rig.h"
 
-using kmodd::server::ModulePhase;
+using kmodd::agent::ModulePhase;
 using kmodd::testing::Eventually;
 using kmodd::testing::PhaseIs;
 using kmodd::testing::Spec;
@@ -137,39 +137,39 @@ struct Agent {
   kmodd::testing::LockedKernel kernel;
   kmodd::testing::FakeFirmware firmware;
   kmodd::RealClock clock;  // the Sync client waits on the AgentState in real time
-  kmodd::server::AgentState state{clock};
-  kmodd::server::Metrics metrics;
+  kmodd::agent::AgentState state{clock};
+  kmodd::agent::Metrics metrics;
   std::FILE* devnull = std::fopen("/dev/null", "w");
   kmodd::Logger log{devnull};
-  std::unique_ptr<kmodd::server::Reconciler> rec;
-  std::unique_ptr<kmodd::server::SyncClient> client;
+  std::unique_ptr<kmodd::agent::Reconciler> rec;
+  std::unique_ptr<kmodd::agent::SyncClient> client;
   std::string image;
 
   Agent() {
     image = "dir:" + kmodd::testing::MakeDriverImage(dir.path + "/img", {"mod_a"});
-    kmodd::server::ReconcilerOptions o;
+    kmodd::agent::ReconcilerOptions o;
     o.journal_path = dir.path + "/journal.json";
     o.image_store = [](const std::string&) {
       return std::make_unique<kmodd::reconcile::DirImageStore>();
     };
-    rec = std::make_unique<kmodd::server::Reconciler>(kernel, &firmware, state, metrics, log,
+    rec = std::make_unique<kmodd::agent::Reconciler>(kernel, &firmware, state, metrics, log,
                                                       clock, o);
     REQUIRE(rec->Start().ok());
   }
-  void Connect(kmodd::server::SyncClientOptions o) {
+  void Connect(kmodd::agent::SyncClientOptions o) {
     o.backoff = {20ms, 200ms};
     o.desired_path = dir.path + "/desired.pb";
     o.seed = 7;
-    kmodd::server::NodeFacts facts;
+    kmodd::agent::NodeFacts facts;
     facts.name = "node-a";
     facts.kernel_release = "6.1.0-test";
-    client = std::make_unique<kmodd::server::SyncClient>(
-        o, facts, state, [this](kmodd::server::DesiredState d) { rec->SetDesired(std::move(d)); },
+    client = std::make_unique<kmodd::agent::SyncClient>(
+        o, facts, state, [this](kmodd::agent::DesiredState d) { rec->SetDesired(std::move(d)); },
         log);
     client->Start();
   }
-  kmodd::server::SyncClientOptions Insecure(int port) const {
-    kmodd::server::SyncClientOptions o;
+  kmodd::agent::SyncClientOptions Insecure(int port) const {
+    kmodd::agent::SyncClientOptions o;
     o.target = "127.0.0.1:" + std::to_string(port);
     o.insecure = true;
     return o;
@@ -297,8 +297,8 @@ std::shared_ptr<grpc::ServerCredentials> ServerTls(const MtlsPki& p, const std::
   return grpc::SslServerCredentials(o);
 }
 
-kmodd::server::SyncClientOptions ClientTls(int port, const MtlsPki& trusted, const MtlsPki& mine) {
-  kmodd::server::SyncClientOptions o;
+kmodd::agent::SyncClientOptions ClientTls(int port, const MtlsPki& trusted, const MtlsPki& mine) {
+  kmodd::agent::SyncClientOptions o;
   o.target = "127.0.0.1:" + std::to_string(port);
   o.ca_pem = trusted.ca;
   o.cert_pem = mine.client_cert;

@@ -17,7 +17,7 @@ using kmodd::kernel::ModuleEvent;
 namespace {
 
 // Events queued by the test; the pipe is readable while any wait.
-class PipeEvents final : public kmodd::server::ModuleEvents {
+class PipeEvents final : public kmodd::agent::ModuleEvents {
  public:
   PipeEvents() {
     REQUIRE(::pipe2(fds_, O_NONBLOCK | O_CLOEXEC) == 0);
@@ -55,7 +55,7 @@ ModuleEvent Event(ModuleEvent::Action action, const std::string& module) {
   return e;
 }
 
-std::vector<std::string> Messages(kmodd::server::EventSubscription& sub,
+std::vector<std::string> Messages(kmodd::agent::EventSubscription& sub,
                                   const kmodd::Clock& clock) {
   std::vector<std::string> out;
   for (const auto& e : sub.Next(clock.MonotonicNow())) {
@@ -69,7 +69,7 @@ std::vector<std::string> Messages(kmodd::server::EventSubscription& sub,
 TEST_CASE("a burst of kernel module events kicks the reconciler once and is in the events",
           "[server][udev]") {
   kmodd::FakeClock clock;
-  kmodd::server::AgentState state(clock);
+  kmodd::agent::AgentState state(clock);
   auto sub = state.Subscribe(false);
   std::FILE* devnull = std::fopen("/dev/null", "w");
   {
@@ -78,7 +78,7 @@ TEST_CASE("a burst of kernel module events kicks the reconciler once and is in t
     auto events = std::make_unique<PipeEvents>();
     PipeEvents& pipe = *events;
     int kicks = 0;
-    kmodd::server::UdevWatch watch(io, std::move(events), [&] { ++kicks; }, state, log);
+    kmodd::agent::UdevWatch watch(io, std::move(events), [&] { ++kicks; }, state, log);
     watch.Arm();
     CHECK(io.poll() == 0);  // nothing yet: nothing runs
     CHECK(kicks == 0);

@@ -15,7 +15,7 @@
 #include "server_rig.h"
 
 namespace fs = std::filesystem;
-using kmodd::server::UninstallPolicy;
+using kmodd::agent::UninstallPolicy;
 
 namespace {
 
@@ -113,11 +113,11 @@ TEST_CASE("the agent removes its state at stop only when nothing is desired and 
 TEST_CASE("a persisted desired state is read back as the journal's source", "[server][uninstall]") {
   StateDir s;
   s.Desired({kmodd::testing::Spec("ns", "a", "r/a:1", "mod_a")});
-  const auto d = kmodd::server::LoadPersistedDesired(s.state + "/desired.pb", s.log);
+  const auto d = kmodd::agent::LoadPersistedDesired(s.state + "/desired.pb", s.log);
   REQUIRE(d.has_value());
   CHECK(d->version == "v9");
   CHECK(d->source == "journal");
   REQUIRE(d->modules.size() == 1);
   CHECK(d->modules[0].Key() == "ns/a");
-  CHECK_FALSE(kmodd::server::LoadPersistedDesired(s.state + "/missing.pb", s.log));
+  CHECK_FALSE(kmodd::agent::LoadPersistedDesired(s.state + "/missing.pb", s.log));
 }

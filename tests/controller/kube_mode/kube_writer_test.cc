@@ -1,4 +1,4 @@
-#include "controller/server/kube_writer.h"
+#include "controller/kube_mode/kube_writer.h"
 
 #include <catch2/catch.hpp>
 
@@ -16,7 +16,7 @@
 #include "common/clock.h"
 #include "controller/kube/events.h"
 #include "controller/server/hub.h"
-#include "controller/source/kube_source.h"
+#include "controller/kube_mode/kube_source.h"
 
 #include "common/json.h"
 #include "tests/fakes/fake_clock.h"

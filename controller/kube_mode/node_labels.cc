@@ -1,4 +1,4 @@
-#include "controller/server/node_labels.h"
+#include "controller/kube_mode/node_labels.h"
 
 #include <utility>
 

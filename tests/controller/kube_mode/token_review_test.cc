@@ -1,4 +1,4 @@
-#include "controller/server/token_review.h"
+#include "controller/kube_mode/token_review.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-#include "controller/source/pull_secret.h"
+#include "controller/kube_mode/pull_secret.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"

@@ -40,7 +40,7 @@
 #include "api/node.h"
 #include "controller/kube/client.h"
 #include "controller/server/hub.h"
-#include "controller/source/pull_secret.h"
+#include "controller/kube_mode/pull_secret.h"
 
 namespace kmodd::source {
 

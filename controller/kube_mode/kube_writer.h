@@ -39,9 +39,9 @@
 #include "controller/kube/client.h"
 #include "controller/kube/events.h"
 #include "controller/server/hub.h"
-#include "controller/server/node_labels.h"
+#include "controller/kube_mode/node_labels.h"
 #include "controller/server/status.h"
-#include "controller/source/kube_source.h"
+#include "controller/kube_mode/kube_source.h"
 
 namespace kmodd::server {
 

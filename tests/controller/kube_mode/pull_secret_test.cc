@@ -1,4 +1,4 @@
-#include "controller/source/pull_secret.h"
+#include "controller/kube_mode/pull_secret.h"
 
 #include <catch2/catch.hpp>
 
@@ -8,7 +8,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/json.h"
-#include "controller/source/kube_source.h"
+#include "controller/kube_mode/kube_source.h"
 
 namespace {
 

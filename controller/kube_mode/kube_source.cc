@@ -1,4 +1,4 @@
-#include "controller/source/kube_source.h"
+#include "controller/kube_mode/kube_source.h"
 
 #include <utility>
 

@@ -1,4 +1,4 @@
-#include "controller/server/kube_writer.h"
+#include "controller/kube_mode/kube_writer.h"
 
 #include <algorithm>
 #include <atomic>
