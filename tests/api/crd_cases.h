@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/file.h"
+#include "tests/source_dir.h"
 
 namespace kmodd::testing {
 

@@ -11,6 +11,7 @@
 #include "api/decode.h"
 #include "api/validate.h"
 #include "tests/api/crd_cases.h"
+#include "tests/source_dir.h"
 
 using kmodd::api::DecodeDocuments;
 using kmodd::api::Decoded;

@@ -4,6 +4,7 @@
 #include "api/decode.h"
 #include "controller/kube_mode/kube_writer.h"
 #include "controller/server/status.h"
+#include "tests/source_dir.h"
 
 using kmodd::api::Decoded;
 using kmodd::api::DecodeDocuments;

@@ -16,6 +16,8 @@
 #include <string>
 #include <utility>
 
+#include "tests/source_dir.h"
+
 namespace kmodd::testing {
 
 // Runs a command through the shell; returns its exit status and everything it printed.
