@@ -60,7 +60,7 @@ bool IsOwnedLabel(const std::string& key) {
 Labels DesiredLabels(const NodeRecord& node) {
   Labels out;
   for (const ReportedModule& m : node.modules) {
-    if (m.phase != "Loaded") {
+    if (m.phase != api::Phase::kLoaded) {
       continue;
     }
     const size_t slash = m.key.find('/');
@@ -114,7 +114,7 @@ Value ModuleStatusValue(const ModuleState& m) {
   for (const auto& r : m.nodes) {
     Value row = Value::EmptyMap();
     row.Set("node", r.node);
-    row.Set("phase", r.phase);
+    row.Set("phase", RowPhase(r));
     row.Set("message", r.message);
     if (!r.image_digest.empty()) {
       row.Set("imageDigest", r.image_digest);

@@ -29,6 +29,8 @@
 #include "controller/server/hub.h"
 #include "controller/server/report_filter.h"
 #include "controller/server/wire.h"
+#include "api/phase.h"
+#include "proto/convert.h"
 
 namespace {
 
@@ -62,7 +64,7 @@ void ReportBefore(std::vector<ReportedModule>& previous, const kmodd::v1::NodeRe
   modules.reserve(static_cast<size_t>(report.modules().size()));
   for (const auto& m : report.modules()) {
     modules.push_back(ReportedModule{absl::StrCat(m.namespace_(), "/", m.name()),
-                                     kmodd::server::PhaseName(m.phase()), m.message(),
+                                     kmodd::proto::FromProto(m.phase()), m.message(),
                                      m.image_digest(), m.version(), m.since_unix_ms()});
   }
   std::sort(modules.begin(), modules.end(),
@@ -71,7 +73,8 @@ void ReportBefore(std::vector<ReportedModule>& previous, const kmodd::v1::NodeRe
     auto before = std::find_if(previous.begin(), previous.end(),
                                [&](const ReportedModule& o) { return o.key == m.key; });
     if (before == previous.end() || before->phase != m.phase) {
-      log.Debug("module phase", {{"node", "n"}, {"module", m.key}, {"phase", m.phase}});
+      log.Debug("module phase",
+                {{"node", "n"}, {"module", m.key}, {"phase", kmodd::api::PhaseName(m.phase)}});
     }
   }
   for (const ReportedModule& old : previous) {

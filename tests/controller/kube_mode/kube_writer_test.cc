@@ -67,10 +67,10 @@ TEST_CASE("kmodd owns the KMM ready, version-ready and kernel labels, and no oth
 }
 
 TEST_CASE("a node is labelled ready only for the modules its agent reports Loaded") {
-  const NodeRecord r = Record({{"ns/a", "Loaded", "", "", "", 0},
-                               {"ns/b", "Loaded", "", "", "v2", 0},
-                               {"ns/c", "Loading", "", "", "", 0},
-                               {"ns/d", "Failed", "boom", "", "", 0}});
+  const NodeRecord r = Record({{"ns/a", kmodd::api::Phase::kLoaded, "", "", "", 0},
+                               {"ns/b", kmodd::api::Phase::kLoaded, "", "", "v2", 0},
+                               {"ns/c", kmodd::api::Phase::kLoading, "", "", "", 0},
+                               {"ns/d", kmodd::api::Phase::kFailed, "boom", "", "", 0}});
   CHECK(DesiredLabels(r) == Labels{
                                 {"kmm.node.kubernetes.io/ns.a.ready", ""},
                                 {"kmm.node.kubernetes.io/ns.b.ready", ""},
@@ -81,7 +81,7 @@ TEST_CASE("a node is labelled ready only for the modules its agent reports Loade
 
 TEST_CASE("a GKE node (kernel 6.1.90+) is labelled as any other: no kernel-version.full label") {
   // "+" is not valid in a label value, and KMM no longer writes this label at all.
-  NodeRecord r = Record({{"ns/a", "Loaded", "", "", "", 0}});
+  NodeRecord r = Record({{"ns/a", kmodd::api::Phase::kLoaded, "", "", "", 0}});
   r.kernel_release = "6.1.90+";
   CHECK(DesiredLabels(r) == Labels{{"kmm.node.kubernetes.io/ns.a.ready", ""}});
   // The label an earlier kmodd wrote goes with the next patch.

@@ -82,7 +82,7 @@ std::vector<std::string> Rows(Hub& hub, const std::string& name) {
   for (const auto& m : hub.Status().modules) {
     if (m.name == name) {
       for (const auto& r : m.nodes) {
-        out.push_back(absl::StrCat(r.node, "=", r.phase, ":", r.message));
+        out.push_back(absl::StrCat(r.node, "=", kmodd::server::RowPhase(r), ":", r.message));
       }
     }
   }

@@ -86,7 +86,7 @@ TEST_CASE("hub records ACKs, NACKs and the reported modules") {
   REQUIRE(rec);
   CHECK(rec->acked_version == s.Last().version());
   REQUIRE(rec->modules.size() == 1);
-  CHECK(rec->modules[0].phase == "Loaded");
+  CHECK(rec->modules[0].phase == kmodd::api::Phase::kLoaded);
 
   kmodd::v1::NodeReport nack;
   nack.mutable_ack()->set_version("run-99");

@@ -576,7 +576,7 @@ TEST_CASE("sync over mTLS: a node flooding 200,000 module entries is refused, ot
   REQUIRE(status.modules.size() == 1);
   REQUIRE(status.modules[0].nodes.size() == 1);
   CHECK(status.modules[0].nodes[0].node == "w1");
-  CHECK(status.modules[0].nodes[0].phase == "Loaded");
+  CHECK(status.modules[0].nodes[0].phase == kmodd::api::Phase::kLoaded);
   CHECK(status.modules[0].module_loader.available_number == 1);
   // Refused on every stream, logged once.
   const std::string logs = c.Logs();

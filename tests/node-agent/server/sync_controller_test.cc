@@ -26,7 +26,7 @@
 #include "server_rig.h"
 #include "tests/common/http/test_pki.h"
 
-using kmodd::agent::ModulePhase;
+using kmodd::api::Phase;
 using kmodd::testing::Eventually;
 using kmodd::testing::PhaseIs;
 using namespace std::chrono_literals;  // NOLINT(google-build-using-namespace)
@@ -75,7 +75,7 @@ struct Controller {
                             << " applied=" << n->applied_version << " nack=" << n->nack_error
                             << " modules=" << n->modules.size()
                             << (n->modules.empty() ? "" : " first=" + n->modules[0].key + " " +
-                                                              n->modules[0].phase + " " +
+                                                              std::string(kmodd::api::PhaseName(n->modules[0].phase)) + " " +
                                                               n->modules[0].message));
     }
     if (log_text) {
@@ -93,7 +93,7 @@ struct Controller {
 // The node reports demo/a Loaded from the image with `digest`, working on what it was sent.
 bool ReportsLoaded(const kmodd::server::NodeRecord& n, const std::string& digest) {
   return n.connected && n.modules.size() == 1 && n.modules[0].key == "demo/a" &&
-         n.modules[0].phase == "Loaded" && n.modules[0].image_digest == digest &&
+         n.modules[0].phase == kmodd::api::Phase::kLoaded && n.modules[0].image_digest == digest &&
          n.acked_version == n.pushed_version && n.applied_version == n.pushed_version;
 }
 
@@ -174,7 +174,7 @@ TEST_CASE("the real Sync client and server: desired state, reports, and a contro
     controller.reset();
     REQUIRE(Eventually([&] { return !state.Snapshot().controller.connected; }, 10s));
     CHECK(loaded("mod_a"));
-    CHECK(PhaseIs(state, "demo/a", ModulePhase::kLoaded));
+    CHECK(PhaseIs(state, "demo/a", Phase::kLoaded));
 
     // A new controller on the same address, from the manifests as they are now (the Module
     // moved to v2 meanwhile): the agent reconnects, gets the new state and applies it.
