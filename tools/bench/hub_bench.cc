@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "controller/server/hub.h"
 #include "controller/server/report_filter.h"
@@ -141,7 +142,8 @@ int main(int argc, char** argv) {
   // After: the real Hub, a node allowed every entry.
   kmodd::server::HubOptions options{"bench", std::chrono::minutes(10)};
   options.limits.max_modules = static_cast<size_t>(entries);
-  kmodd::server::Hub hub(options, [] { return int64_t{1'700'000'000'000}; }, log);
+  kmodd::RealClock clock;
+  kmodd::server::Hub hub(options, clock, log);
   kmodd::source::SourceUpdate source;
   source.errors_hold_all = false;
   for (const auto& m : reports[0].modules()) {

@@ -273,9 +273,9 @@ TEST_CASE("Kubernetes mode: a Module rejected at start is in its status, unheld,
   REQUIRE(api.Create(modules, module("^6\\\\.1\\\\.([")).ok());
   kmodd::server::HubOptions options{"run", std::chrono::minutes(10)};
   options.nodes_from_api = true;
-  kmodd::server::Hub hub(options, [] { return int64_t{1'700'000'000'000}; }, log);
-  kmodd::source::KubeSource source(api, hub, log);
   kmodd::FakeClock clock;
+  kmodd::server::Hub hub(options, clock, log);
+  kmodd::source::KubeSource source(api, hub, log);
   kmodd::kube::EventRecorder events(api, clock, "kmodd-controller", "test");
   kmodd::server::KubeWriter writer(api, hub, source, events, [] { return true; }, log);
   source.Start();
@@ -346,7 +346,8 @@ TEST_CASE("Kubernetes mode: after a restart a rejected Module with the finalizer
   REQUIRE(api.Create(modules, ModuleObject("old", "^6\\\\.1\\\\.([", finalized)).ok());
   kmodd::server::HubOptions options{"run", std::chrono::minutes(10)};
   options.nodes_from_api = true;
-  kmodd::server::Hub hub(options, [] { return int64_t{1'700'000'000'000}; }, log);
+  kmodd::FakeClock clock;
+  kmodd::server::Hub hub(options, clock, log);
   kmodd::source::KubeSource source(api, hub, log);
   source.Start();
   REQUIRE(Eventually([&] { return source.Synced(); }));
@@ -409,7 +410,8 @@ TEST_CASE("Kubernetes mode: a pull Secret nodes could not use is reported on its
   }
   kmodd::server::HubOptions options{"run", std::chrono::minutes(10)};
   options.nodes_from_api = true;
-  kmodd::server::Hub hub(options, [] { return int64_t{1'700'000'000'000}; }, log);
+  kmodd::FakeClock clock;
+  kmodd::server::Hub hub(options, clock, log);
   kmodd::source::KubeSource source(api, hub, log);
   source.Start();
   REQUIRE(Eventually([&] { return source.Synced(); }));
@@ -476,9 +478,9 @@ TEST_CASE("Kubernetes mode: only nodes a Module may run on hold its finalizer, a
               .ok());
   kmodd::server::HubOptions options{"run", std::chrono::minutes(10)};
   options.nodes_from_api = true;
-  kmodd::server::Hub hub(options, [] { return int64_t{1'700'000'000'000}; }, log);
-  kmodd::source::KubeSource source(api, hub, log);
   kmodd::FakeClock clock;
+  kmodd::server::Hub hub(options, clock, log);
+  kmodd::source::KubeSource source(api, hub, log);
   kmodd::kube::EventRecorder events(api, clock, "kmodd-controller", "test");
   kmodd::server::KubeWriter writer(api, hub, source, events, [] { return true; }, log);
   source.Start();

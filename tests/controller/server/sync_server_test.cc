@@ -80,8 +80,8 @@ struct Controller {
   explicit Controller(ServerOptions opts)
       : log_file(std::tmpfile()),
         log(log_file),
-        hub({"r1", std::chrono::minutes(10)}, [] { return int64_t{1'700'000'000'000}; }, log),
-        source(dir.path, log, std::chrono::milliseconds(20)),
+        hub({"r1", std::chrono::minutes(10)}, clock, log),
+        source(dir.path, clock, log, std::chrono::milliseconds(20)),
         server(hub, std::move(opts), log) {
     WriteModule("r/a:1");
     REQUIRE(source.Start([this](const kmodd::source::SourceUpdate& u) { hub.ApplySource(u); }).ok());
@@ -124,6 +124,8 @@ struct Controller {
   TempDir dir{"sync"};
   std::FILE* log_file;
   kmodd::Logger log;
+  // Real time: real gRPC streams, and Eventually's bound is on this clock.
+  kmodd::RealClock clock;
   Hub hub;
   kmodd::source::DirSource source;
   SyncServer server;
@@ -458,7 +460,8 @@ TEST_CASE("sync over mTLS from files: a missing file refuses to start; SetCertif
   REQUIRE(kmodd::WriteFileAtomic(dir.path + "/tls.key", pair.second, 0600).ok());
   FILE* devnull = std::fopen("/dev/null", "w");
   kmodd::Logger log(devnull);
-  Hub hub({"r1", std::chrono::minutes(10)}, [] { return int64_t{1'700'000'000'000}; }, log);
+  kmodd::FakeClock clock;
+  Hub hub({"r1", std::chrono::minutes(10)}, clock, log);
   ServerOptions opts;
   opts.listen = "127.0.0.1:0";
   opts.cert_file = dir.path + "/tls.crt";

@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/file.h"
 #include "controller/server/hub.h"
 #include "controller/server/sync_server.h"
@@ -44,9 +45,8 @@ std::string ModuleYaml(const std::string& image, const std::string& module) {
 // The controller as kmodd-controller runs it standalone: directory source, hub, Sync server.
 struct Controller {
   Controller(const std::string& manifests, kmodd::server::ServerOptions opts, kmodd::Logger& log)
-      : hub({"run-" + std::to_string(++runs), 10min}, [] { return int64_t{1'700'000'000'000}; },
-            log),
-        source(manifests, log, 20ms),
+      : hub({"run-" + std::to_string(++runs), 10min}, clock, log),
+        source(manifests, clock, log, 20ms),
         server(hub, std::move(opts), log) {
     REQUIRE(source.Start([this](const kmodd::source::SourceUpdate& u) { hub.ApplySource(u); }).ok());
     REQUIRE(server.Start().ok());
@@ -85,6 +85,8 @@ struct Controller {
   }
   static inline int runs = 0;
   std::function<std::string()> log_text;  // for a failure's message
+  // Real time: a real agent and a real Sync stream run against it.
+  kmodd::RealClock clock;
   kmodd::server::Hub hub;
   kmodd::source::DirSource source;
   kmodd::server::SyncServer server;
