@@ -73,10 +73,12 @@ struct Controller {
       UNSCOPED_INFO("node " << node << ": connected=" << n->connected << " pushed="
                             << n->pushed_version << " acked=" << n->acked_version
                             << " applied=" << n->applied_version << " nack=" << n->nack_error
-                            << " modules=" << n->modules.size()
-                            << (n->modules.empty() ? "" : " first=" + n->modules[0].key + " " +
-                                                              std::string(kmodd::api::PhaseName(n->modules[0].phase)) + " " +
-                                                              n->modules[0].message));
+                            << " modules=" << n->modules.size());
+      if (!n->modules.empty()) {
+        UNSCOPED_INFO("first module: " << n->modules[0].key << " "
+                                       << kmodd::api::PhaseName(n->modules[0].phase) << " "
+                                       << n->modules[0].message);
+      }
     }
     if (log_text) {
       UNSCOPED_INFO("controller log:\n" << log_text());
