@@ -198,7 +198,7 @@ void KubeWriter::Run() {
     }
     // A tick even without hub changes: finalizers wait on the API too, and a failed write
     // is retried.
-    seen = hub_.WaitForChange(seen, std::chrono::steady_clock::now() + std::chrono::seconds(1));
+    seen = hub_.WaitForChange(seen, std::chrono::seconds(1));
     SyncOnce();
   }
 }

@@ -513,9 +513,9 @@ bool Hub::active() {
   return active_;
 }
 
-uint64_t Hub::WaitForChange(uint64_t seen, Clock::Monotonic deadline) {
+uint64_t Hub::WaitForChange(uint64_t seen, std::chrono::nanoseconds timeout) {
   std::unique_lock lock(mu_);
-  clock_.WaitUntil(lock, changed_cv_, deadline, [&] { return changes_ != seen; });
+  clock_.WaitFor(lock, changed_cv_, timeout, [&] { return changes_ != seen; });
   return changes_;
 }
 

@@ -109,9 +109,10 @@ class Hub {
   void SetActive(bool active);
   bool active();
 
-  // Blocks until the status changed after change number `seen`, or until `deadline` on the
-  // hub's clock; returns the current change number.
-  uint64_t WaitForChange(uint64_t seen, Clock::Monotonic deadline);
+  // Blocks until the status changed after change number `seen`, or until `timeout` has
+  // passed on the hub's clock (a duration, so that no caller mixes in another clock's
+  // deadline); returns the current change number.
+  uint64_t WaitForChange(uint64_t seen, std::chrono::nanoseconds timeout);
   // Wakes every WaitForChange, as a change does (on shutdown, for a last status).
   void WakeAll();
 

@@ -45,8 +45,7 @@ void StatusWriter::WriteOnce() {
 void StatusWriter::Run() {
   uint64_t seen = UINT64_MAX;  // write once at start
   for (;;) {
-    const uint64_t now =
-        hub_.WaitForChange(seen, clock_.MonotonicNow() + std::chrono::seconds(1));
+    const uint64_t now = hub_.WaitForChange(seen, std::chrono::seconds(1));
     {
       std::unique_lock lock(mu_);
       if (stopping_) {

@@ -273,8 +273,10 @@ TEST_CASE("Kubernetes mode: a Module rejected at start is in its status, unheld,
   REQUIRE(api.Create(modules, module("^6\\\\.1\\\\.([")).ok());
   kmodd::server::HubOptions options{"run", std::chrono::minutes(10)};
   options.nodes_from_api = true;
+  // Real time: the writer's one-second tick (finalizers, retries) runs on the hub's clock.
+  kmodd::RealClock hub_clock;
+  kmodd::server::Hub hub(options, hub_clock, log);
   kmodd::FakeClock clock;
-  kmodd::server::Hub hub(options, clock, log);
   kmodd::source::KubeSource source(api, hub, log);
   kmodd::kube::EventRecorder events(api, clock, "kmodd-controller", "test");
   kmodd::server::KubeWriter writer(api, hub, source, events, [] { return true; }, log);
@@ -478,8 +480,10 @@ TEST_CASE("Kubernetes mode: only nodes a Module may run on hold its finalizer, a
               .ok());
   kmodd::server::HubOptions options{"run", std::chrono::minutes(10)};
   options.nodes_from_api = true;
+  // Real time: the writer's one-second tick (finalizers, retries) runs on the hub's clock.
+  kmodd::RealClock hub_clock;
+  kmodd::server::Hub hub(options, hub_clock, log);
   kmodd::FakeClock clock;
-  kmodd::server::Hub hub(options, clock, log);
   kmodd::source::KubeSource source(api, hub, log);
   kmodd::kube::EventRecorder events(api, clock, "kmodd-controller", "test");
   kmodd::server::KubeWriter writer(api, hub, source, events, [] { return true; }, log);

@@ -114,8 +114,7 @@ struct Controller {
       if (std::chrono::steady_clock::now() > deadline) {
         return false;
       }
-      seen = hub.WaitForChange(seen, std::min(deadline, std::chrono::steady_clock::now() +
-                                                            std::chrono::milliseconds(200)));
+      seen = hub.WaitForChange(seen, std::chrono::milliseconds(200));
     }
     return true;
   }
