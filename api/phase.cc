@@ -2,7 +2,7 @@
 
 namespace kmodd::api {
 
-std::string_view PhaseName(Phase p) {
+const char* PhaseName(Phase p) {
   switch (p) {
     case Phase::kUnknown:
       return "Unknown";

@@ -29,7 +29,8 @@ inline constexpr std::array<Phase, 6> kAgentPhases = {
 };
 
 // "Pending", "Pulling", ...: the spelling of status documents, journals, logs and metrics.
-std::string_view PhaseName(Phase p);
+// A C string (static), since this Abseil's StrCat takes no std::string_view.
+const char* PhaseName(Phase p);
 // PhaseName's inverse (exact spelling); nullopt for any other text.
 std::optional<Phase> ParsePhase(std::string_view name);
 

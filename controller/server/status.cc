@@ -258,7 +258,7 @@ ControllerStatus Aggregate(const StatusInput& in) {
   return out;
 }
 
-std::string_view RowPhase(const NodeModuleStatus& row) {
+const char* RowPhase(const NodeModuleStatus& row) {
   return row.skipped ? "Skipped" : api::PhaseName(row.phase);
 }
 

@@ -110,7 +110,7 @@ struct NodeModuleStatus {
 };
 
 // The row's phase as status documents spell it: the phase's name, or Skipped.
-std::string_view RowPhase(const NodeModuleStatus& row);
+const char* RowPhase(const NodeModuleStatus& row);
 
 struct ModuleState {
   std::string namespace_;
