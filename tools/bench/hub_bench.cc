@@ -205,8 +205,7 @@ int main(int argc, char** argv) {
     (void)hub.Report(&stranger, foreign);
     ignored.push_back(Ms(Clock::now() - t0));
   }
-  kmodd::server::Hub capped({"bench", std::chrono::minutes(10)},
-                            [] { return int64_t{1'700'000'000'000}; }, log);
+  kmodd::server::Hub capped({"bench", std::chrono::minutes(10)}, clock, log);
   capped.ApplySource(source);
   NullStream flooder;
   (void)capped.Hello(&flooder, info);
