@@ -145,4 +145,43 @@ absl::StatusOr<std::vector<api::NodeModuleSpec>> FromProto(const v1::NodeDesired
   return out;
 }
 
+v1::Phase ToProto(api::Phase p) {
+  switch (p) {
+    case api::Phase::kUnknown:
+      return v1::PHASE_UNSPECIFIED;
+    case api::Phase::kPending:
+      return v1::PENDING;
+    case api::Phase::kPulling:
+      return v1::PULLING;
+    case api::Phase::kLoading:
+      return v1::LOADING;
+    case api::Phase::kLoaded:
+      return v1::LOADED;
+    case api::Phase::kUnloading:
+      return v1::UNLOADING;
+    case api::Phase::kFailed:
+      return v1::FAILED;
+  }
+  return v1::PHASE_UNSPECIFIED;
+}
+
+api::Phase FromProto(v1::Phase p) {
+  switch (p) {
+    case v1::PENDING:
+      return api::Phase::kPending;
+    case v1::PULLING:
+      return api::Phase::kPulling;
+    case v1::LOADING:
+      return api::Phase::kLoading;
+    case v1::LOADED:
+      return api::Phase::kLoaded;
+    case v1::UNLOADING:
+      return api::Phase::kUnloading;
+    case v1::FAILED:
+      return api::Phase::kFailed;
+    default:  // PHASE_UNSPECIFIED, and values of a newer peer
+      return api::Phase::kUnknown;
+  }
+}
+
 }  // namespace kmodd::proto

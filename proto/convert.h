@@ -5,6 +5,7 @@
 
 #include "absl/status/statusor.h"
 #include "api/node_modules_config.h"
+#include "api/phase.h"
 #include "kmodd/v1/sync.pb.h"
 
 namespace kmodd::proto {
@@ -19,5 +20,10 @@ v1::ModuleSpec ToProto(const api::NodeModuleSpec& spec);
 // All modules of a desired state, or the first module's error.
 [[nodiscard]] absl::StatusOr<std::vector<api::NodeModuleSpec>> FromProto(
     const v1::NodeDesired& desired);
+
+// The one mapping between the phase and its wire enum, both ways. The wire's
+// PHASE_UNSPECIFIED, and any value this build does not know (a newer peer), is kUnknown.
+v1::Phase ToProto(api::Phase p);
+api::Phase FromProto(v1::Phase p);
 
 }  // namespace kmodd::proto

@@ -205,12 +205,6 @@ int Parse(const std::vector<std::string>& args, RunConfig& c, std::ostream& out,
   return 0;
 }
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 std::string NewRunId();
 
 std::string Identity() {
@@ -260,7 +254,7 @@ int RunKubernetes(const RunConfig& c, const sigset_t& signals, const std::string
   }
   server::HubOptions hub_options{run_id, std::chrono::seconds(c.forget_after_s)};
   hub_options.nodes_from_api = true;
-  server::Hub hub(hub_options, NowMs, log);
+  server::Hub hub(hub_options, clock, log);
   const std::string identity = Identity();
   std::unique_ptr<kube::LeaderElector> elector;
   std::thread elector_thread;
@@ -287,7 +281,7 @@ int RunKubernetes(const RunConfig& c, const sigset_t& signals, const std::string
   if (!c.status_file.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(std::filesystem::path(c.status_file).parent_path(), ec);
-    status.emplace(hub, c.status_file, log);
+    status.emplace(hub, c.status_file, clock, log);
     status->Start();
   }
   source::KubeSource source(**client, hub, log);
@@ -384,15 +378,16 @@ int RunCommand(const std::vector<std::string>& args, std::ostream& out, std::ost
   if (c.kubernetes) {
     return RunKubernetes(c, signals, run_id, log);
   }
-  server::Hub hub({run_id, std::chrono::seconds(c.forget_after_s)}, NowMs, log);
+  RealClock clock;
+  server::Hub hub({run_id, std::chrono::seconds(c.forget_after_s)}, clock, log);
 
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(c.status_file).parent_path(), ec);
-  server::StatusWriter status(hub, c.status_file, log);
+  server::StatusWriter status(hub, c.status_file, clock, log);
   status.Start();
 
   // Modules first: the first agents must get a plan made from every Module.
-  source::DirSource modules(c.modules_dir, log);
+  source::DirSource modules(c.modules_dir, clock, log);
   if (absl::Status st = modules.Start(
           [&hub](const source::SourceUpdate& u) { hub.ApplySource(u); });
       !st.ok()) {

@@ -60,7 +60,7 @@ bool IsOwnedLabel(const std::string& key) {
 Labels DesiredLabels(const NodeRecord& node) {
   Labels out;
   for (const ReportedModule& m : node.modules) {
-    if (m.phase != "Loaded") {
+    if (m.phase != api::Phase::kLoaded) {
       continue;
     }
     const size_t slash = m.key.find('/');
@@ -114,7 +114,7 @@ Value ModuleStatusValue(const ModuleState& m) {
   for (const auto& r : m.nodes) {
     Value row = Value::EmptyMap();
     row.Set("node", r.node);
-    row.Set("phase", r.phase);
+    row.Set("phase", RowPhase(r));
     row.Set("message", r.message);
     if (!r.image_digest.empty()) {
       row.Set("imageDigest", r.image_digest);
@@ -198,7 +198,7 @@ void KubeWriter::Run() {
     }
     // A tick even without hub changes: finalizers wait on the API too, and a failed write
     // is retried.
-    seen = hub_.WaitForChange(seen, std::chrono::steady_clock::now() + std::chrono::seconds(1));
+    seen = hub_.WaitForChange(seen, std::chrono::seconds(1));
     SyncOnce();
   }
 }

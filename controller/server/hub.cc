@@ -19,8 +19,10 @@ constexpr int64_t kMinLogGapMs = 60'000;
 
 }  // namespace
 
-Hub::Hub(HubOptions options, Clock now_ms, Logger& log)
-    : options_(std::move(options)), now_ms_(std::move(now_ms)), log_(log) {}
+Hub::Hub(HubOptions options, const Clock& clock, Logger& log)
+    : options_(std::move(options)), clock_(clock), log_(log) {}
+
+int64_t Hub::NowMs() const { return absl::ToUnixMillis(clock_.Now()); }
 
 void Hub::ChangedLocked() {
   ++changes_;
@@ -200,7 +202,7 @@ absl::Status Hub::Hello(AgentStream* stream, const v1::NodeInfo& info) {
   streams_[stream] = name;
   e.record.name = name;
   e.record.connected = true;
-  e.record.since_unix_ms = now_ms_();
+  e.record.since_unix_ms = NowMs();
   e.record.kernel_release = Truncated(info.kernel_release(), options_.limits.max_text);
   e.record.boot_id = Truncated(info.boot_id(), options_.limits.max_text);
   e.record.agent_version = Truncated(info.agent_version(), options_.limits.max_text);
@@ -347,7 +349,7 @@ std::vector<ReportedModule> Hub::TakeModulesLocked(const std::string& name, Entr
 }
 
 bool Hub::MayLogLocked(Entry& e) {
-  const int64_t now = now_ms_();
+  const int64_t now = NowMs();
   const int64_t gap = e.logged_this_stream ? options_.log_every.count() : kMinLogGapMs;
   if (e.logged_unix_ms != 0 && now - e.logged_unix_ms < gap) {
     return false;
@@ -365,7 +367,7 @@ void Hub::Goodbye(AgentStream* stream) {
   Entry& e = nodes_.at(s->second);
   e.stream = nullptr;
   e.record.connected = false;
-  e.record.since_unix_ms = now_ms_();
+  e.record.since_unix_ms = NowMs();
   log_.Info("agent disconnected; its node keeps its plan", {{"node", s->second}});
   streams_.erase(s);
   ChangedLocked();
@@ -373,7 +375,7 @@ void Hub::Goodbye(AgentStream* stream) {
 
 size_t Hub::ForgetGone() {
   std::lock_guard lock(mu_);
-  const int64_t cutoff = now_ms_() - options_.forget_after.count();
+  const int64_t cutoff = NowMs() - options_.forget_after.count();
   size_t forgotten = 0;
   for (auto it = nodes_.begin(); it != nodes_.end();) {
     const NodeRecord& r = it->second.record;
@@ -417,7 +419,7 @@ void Hub::SetApiNode(api::Node node) {
     e.from_api = true;
     e.desired.reset();  // the planner must see it even when equal to a stale copy
     if (e.record.since_unix_ms == 0) {
-      e.record.since_unix_ms = now_ms_();
+      e.record.since_unix_ms = NowMs();
     }
   }
   SetNodeLocked(e, std::move(node));
@@ -498,7 +500,7 @@ void Hub::SetActive(bool active) {
         e.stream->Close(absl::UnavailableError("this controller replica stopped leading"));
         e.stream = nullptr;
         e.record.connected = false;
-        e.record.since_unix_ms = now_ms_();
+        e.record.since_unix_ms = NowMs();
       }
     }
     streams_.clear();
@@ -511,9 +513,9 @@ bool Hub::active() {
   return active_;
 }
 
-uint64_t Hub::WaitForChange(uint64_t seen, std::chrono::steady_clock::time_point deadline) {
+uint64_t Hub::WaitForChange(uint64_t seen, std::chrono::nanoseconds timeout) {
   std::unique_lock lock(mu_);
-  changed_cv_.wait_until(lock, deadline, [&] { return changes_ != seen; });
+  clock_.WaitFor(lock, changed_cv_, timeout, [&] { return changes_ != seen; });
   return changes_;
 }
 
@@ -526,7 +528,7 @@ ControllerStatus Hub::Status() {
   std::lock_guard lock(mu_);
   StatusInput in;
   in.run_id = options_.run_id;
-  in.now_unix_ms = now_ms_();
+  in.now_unix_ms = NowMs();
   in.errors = errors_;
   in.held = held_;
   in.pull_secrets = pull_secret_states_;

@@ -24,7 +24,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -35,6 +34,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "api/module.h"
 #include "controller/plan/planner.h"
@@ -73,9 +73,8 @@ struct HubOptions {
 
 class Hub {
  public:
-  using Clock = std::function<int64_t()>;  // unix milliseconds
-
-  Hub(HubOptions options, Clock now_ms, Logger& log);
+  // `clock` stamps records and status (wall time) and times WaitForChange; it outlives the hub.
+  Hub(HubOptions options, const Clock& clock, Logger& log);
   Hub(const Hub&) = delete;
   Hub& operator=(const Hub&) = delete;
 
@@ -110,9 +109,10 @@ class Hub {
   void SetActive(bool active);
   bool active();
 
-  // Blocks until the status changed after change number `seen`, or until `deadline`;
-  // returns the current change number.
-  uint64_t WaitForChange(uint64_t seen, std::chrono::steady_clock::time_point deadline);
+  // Blocks until the status changed after change number `seen`, or until `timeout` has
+  // passed on the hub's clock (a duration, so that no caller mixes in another clock's
+  // deadline); returns the current change number.
+  uint64_t WaitForChange(uint64_t seen, std::chrono::nanoseconds timeout);
   // Wakes every WaitForChange, as a change does (on shutdown, for a last status).
   void WakeAll();
 
@@ -164,8 +164,11 @@ class Hub {
   // the caller logs and the node's log clock restarts.
   bool MayLogLocked(Entry& e);
 
+  // Unix milliseconds on clock_.
+  int64_t NowMs() const;
+
   const HubOptions options_;
-  const Clock now_ms_;
+  const Clock& clock_;
   Logger& log_;
 
   std::mutex mu_;

@@ -54,11 +54,11 @@ std::vector<PhaseChange> PhaseChanges(const std::vector<ReportedModule>& before,
       out.push_back({b->key, "Gone"});
       ++b;
     } else if (b == before.end() || a->key < b->key) {
-      out.push_back({a->key, a->phase});
+      out.push_back({a->key, api::PhaseName(a->phase)});
       ++a;
     } else {
       if (a->phase != b->phase) {
-        out.push_back({a->key, a->phase});
+        out.push_back({a->key, api::PhaseName(a->phase)});
       }
       ++a;
       ++b;

@@ -41,8 +41,8 @@ struct FilteredReport {
 // `reported` sorted by key, one entry per key (ReportedFromProto). O(n log k).
 FilteredReport FilterReport(std::vector<ReportedModule> reported, const ReportScope& scope);
 
-// A module whose phase differs between two reports; "Gone" for one no longer listed.
-// The views point into the two lists.
+// A module whose phase differs between two reports: its phase's name, or "Gone" for one no
+// longer listed. `key` points into the lists.
 struct PhaseChange {
   std::string_view key;
   std::string_view phase;

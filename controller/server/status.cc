@@ -35,7 +35,7 @@ const ReportedModule* FindReported(const NodeRecord* n, const std::string& key) 
 // The row of a node planned to run a Module.
 NodeModuleStatus DesiredRow(const std::string& node, const NodeRecord* rec,
                             const ReportedModule* rm, const plan::DesiredModule& dm) {
-  NodeModuleStatus row{node, "Pending", "", "", 0, rec != nullptr && rec->connected};
+  NodeModuleStatus row{node, api::Phase::kPending, "", "", 0, rec != nullptr && rec->connected};
   if (rm != nullptr) {
     row.phase = rm->phase;
     row.message = rm->message;
@@ -46,7 +46,7 @@ NodeModuleStatus DesiredRow(const std::string& node, const NodeRecord* rec,
   }
   if (!row.connected) {
     if (rm == nullptr) {
-      row.phase = "Unknown";
+      row.phase = api::Phase::kUnknown;
     }
     row.message = rm != nullptr && !rm->message.empty()
                       ? absl::StrCat("agent disconnected; last report: ", rm->message)
@@ -61,7 +61,7 @@ NodeModuleStatus DesiredRow(const std::string& node, const NodeRecord* rec,
 
 bool Available(const NodeModuleStatus& row, const ReportedModule* rm,
                const plan::DesiredModule& dm) {
-  return row.connected && rm != nullptr && rm->phase == "Loaded" &&
+  return row.connected && rm != nullptr && rm->phase == api::Phase::kLoaded &&
          (dm.config->version.empty() || rm->version == dm.config->version);
 }
 
@@ -80,7 +80,7 @@ std::vector<Condition> Conditions(const ModuleState& m) {
   Condition degraded{"Degraded", "False", "AsExpected", ""};
   int failed = 0;
   for (const auto& row : m.nodes) {
-    if (row.phase == "Failed") {
+    if (!row.skipped && row.phase == api::Phase::kFailed) {
       if (failed++ == 0) {
         degraded.message = absl::StrCat(row.node, ": ", row.message);
       }
@@ -201,8 +201,8 @@ ControllerStatus Aggregate(const StatusInput& in) {
         ++st.module_loader.nodes_matching_selector_number;
       }
       st.nodes.push_back(NodeModuleStatus{
-          node, "Skipped", plan::DescribeSkip(*s.module, *p.node, s.reason, s.detail), "", 0,
-          rec != nullptr && rec->connected});
+          node, api::Phase::kUnknown, plan::DescribeSkip(*s.module, *p.node, s.reason, s.detail),
+          "", 0, rec != nullptr && rec->connected, /*skipped=*/true});
     }
     if (rec == nullptr) {
       continue;
@@ -258,6 +258,10 @@ ControllerStatus Aggregate(const StatusInput& in) {
   return out;
 }
 
+const char* RowPhase(const NodeModuleStatus& row) {
+  return row.skipped ? "Skipped" : api::PhaseName(row.phase);
+}
+
 std::string Rfc3339(int64_t unix_ms) {
   if (unix_ms <= 0) {
     return "";
@@ -308,7 +312,7 @@ Value ModuleValue(const ModuleState& m) {
   for (const auto& r : m.nodes) {
     Value row = Value::EmptyMap();
     row.Set("node", r.node);
-    row.Set("phase", r.phase);
+    row.Set("phase", RowPhase(r));
     row.Set("message", r.message);
     SetIf(row, "imageDigest", r.image_digest);
     SetIf(row, "since", Rfc3339(r.since_unix_ms));

@@ -30,6 +30,7 @@
 #include "common/value.h"
 #include "api/diagnostic.h"
 #include "api/module.h"
+#include "api/phase.h"
 #include "controller/plan/planner.h"
 
 namespace kmodd::server {
@@ -37,7 +38,7 @@ namespace kmodd::server {
 // What an agent last reported about one module.
 struct ReportedModule {
   std::string key;    // namespace/name
-  std::string phase;  // Pending, Pulling, Loading, Loaded, Unloading, Failed
+  api::Phase phase = api::Phase::kUnknown;
   std::string message;
   std::string image_digest;
   std::string version;
@@ -93,15 +94,23 @@ struct Condition {
   bool operator==(const Condition&) const = default;
 };
 
+// One node's row in a Module's status: what the node reported; Pending when planned and
+// its connected agent has not reported yet, Unknown when its agent is away and never did.
+// A skipped row (the Module matches the node but is not planned there, and the node does
+// not report it) says why in its message and shows as Skipped instead of a phase.
 struct NodeModuleStatus {
   std::string node;
-  std::string phase;  // a reported phase, or Pending (no report yet), Skipped, Unknown
+  api::Phase phase = api::Phase::kPending;
   std::string message;
   std::string image_digest;
   int64_t since_unix_ms = 0;
   bool connected = true;
+  bool skipped = false;
   bool operator==(const NodeModuleStatus&) const = default;
 };
+
+// The row's phase as status documents spell it: the phase's name, or Skipped.
+const char* RowPhase(const NodeModuleStatus& row);
 
 struct ModuleState {
   std::string namespace_;

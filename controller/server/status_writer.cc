@@ -8,9 +8,9 @@
 
 namespace kmodd::server {
 
-StatusWriter::StatusWriter(Hub& hub, std::string path, Logger& log,
+StatusWriter::StatusWriter(Hub& hub, std::string path, const Clock& clock, Logger& log,
                            std::chrono::milliseconds min_interval)
-    : hub_(hub), path_(std::move(path)), log_(log), min_interval_(min_interval) {}
+    : hub_(hub), path_(std::move(path)), clock_(clock), log_(log), min_interval_(min_interval) {}
 
 StatusWriter::~StatusWriter() { Stop(); }
 
@@ -45,8 +45,7 @@ void StatusWriter::WriteOnce() {
 void StatusWriter::Run() {
   uint64_t seen = UINT64_MAX;  // write once at start
   for (;;) {
-    const uint64_t now =
-        hub_.WaitForChange(seen, std::chrono::steady_clock::now() + std::chrono::seconds(1));
+    const uint64_t now = hub_.WaitForChange(seen, std::chrono::seconds(1));
     {
       std::unique_lock lock(mu_);
       if (stopping_) {
@@ -60,7 +59,7 @@ void StatusWriter::Run() {
     WriteOnce();
     // Let changes gather: the next write sees all of them.
     std::unique_lock lock(mu_);
-    if (stop_cv_.wait_for(lock, min_interval_, [this] { return stopping_; })) {
+    if (clock_.WaitFor(lock, stop_cv_, min_interval_, [this] { return stopping_; })) {
       return;
     }
   }

@@ -1,8 +1,9 @@
 #pragma once
 
 // Writes the Hub's status to a file (YAML, replaced atomically) whenever it changes, at
-// most once per `min_interval`, so that a burst of reports from thousands of agents costs
-// a few writes, not thousands. `kmodd-controller status` reads the file.
+// most once per `min_interval` of `clock` (the hub's), so that a burst of reports from
+// thousands of agents costs a few writes, not thousands. `kmodd-controller status` reads
+// the file.
 
 #include <chrono>
 #include <condition_variable>
@@ -10,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "controller/server/hub.h"
 
@@ -17,7 +19,7 @@ namespace kmodd::server {
 
 class StatusWriter {
  public:
-  StatusWriter(Hub& hub, std::string path, Logger& log,
+  StatusWriter(Hub& hub, std::string path, const Clock& clock, Logger& log,
                std::chrono::milliseconds min_interval = std::chrono::milliseconds(100));
   ~StatusWriter();
   StatusWriter(const StatusWriter&) = delete;
@@ -33,6 +35,7 @@ class StatusWriter {
 
   Hub& hub_;
   const std::string path_;
+  const Clock& clock_;
   Logger& log_;
   const std::chrono::milliseconds min_interval_;
   std::mutex mu_;

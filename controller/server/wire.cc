@@ -91,25 +91,6 @@ v1::NodeDesired DesiredFromPlan(const plan::NodePlan& p, const std::string& vers
   return out;
 }
 
-std::string PhaseName(v1::Phase p) {
-  switch (p) {
-    case v1::PENDING:
-      return "Pending";
-    case v1::PULLING:
-      return "Pulling";
-    case v1::LOADING:
-      return "Loading";
-    case v1::LOADED:
-      return "Loaded";
-    case v1::UNLOADING:
-      return "Unloading";
-    case v1::FAILED:
-      return "Failed";
-    default:
-      return "Unknown";
-  }
-}
-
 absl::StatusOr<ReportedModules> ReportedFromProto(
     const google::protobuf::RepeatedPtrField<v1::ModuleStatus>& modules,
     const ReportLimits& limits) {
@@ -130,7 +111,7 @@ absl::StatusOr<ReportedModules> ReportedFromProto(
       continue;
     }
     out.modules.push_back(ReportedModule{
-        absl::StrCat(m.namespace_(), "/", m.name()), PhaseName(m.phase()),
+        absl::StrCat(m.namespace_(), "/", m.name()), proto::FromProto(m.phase()),
         Truncated(m.message(), limits.max_text), Truncated(m.image_digest(), limits.max_text),
         Truncated(m.version(), limits.max_text), m.since_unix_ms()});
   }

@@ -59,7 +59,4 @@ struct ReportedModules {
     const google::protobuf::RepeatedPtrField<v1::ModuleStatus>& modules,
     const ReportLimits& limits);
 
-// Pending, Pulling, Loading, Loaded, Unloading, Failed ("Unknown" for anything else).
-std::string PhaseName(v1::Phase p);
-
 }  // namespace kmodd::server

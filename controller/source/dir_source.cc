@@ -48,8 +48,9 @@ Logger::Fields DiagnosticFields(const api::Diagnostic& d) {
 
 }  // namespace
 
-DirSource::DirSource(std::string dir, Logger& log, std::chrono::milliseconds debounce)
-    : dir_(std::move(dir)), log_(log), debounce_(debounce) {}
+DirSource::DirSource(std::string dir, const Clock& clock, Logger& log,
+                     std::chrono::milliseconds debounce)
+    : dir_(std::move(dir)), clock_(clock), log_(log), debounce_(debounce) {}
 
 DirSource::~DirSource() { Stop(); }
 
@@ -72,25 +73,31 @@ absl::Status DirSource::Start(Callback on_update) {
     return ErrnoStatus(errno, "eventfd", dir_);
   }
   on_update_ = std::move(on_update);
-  Rescan(/*initial=*/true);
-  thread_ = std::thread(&DirSource::Run, this);
+  Rescan(/*initial=*/true, {});
+  watcher_ = std::thread(&DirSource::Watch, this);
+  reader_ = std::thread(&DirSource::Read, this);
   return absl::OkStatus();
 }
 
 void DirSource::Stop() {
-  if (!thread_.joinable()) {
+  if (!watcher_.joinable()) {
     return;
   }
-  stopping_ = true;
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  changed_cv_.notify_all();
   const uint64_t one = 1;
   if (write(wake_.get(), &one, sizeof one) < 0) {
     // The eventfd cannot be full; the watcher also checks stopping_ on every wake.
   }
-  thread_.join();
+  watcher_.join();
+  reader_.join();
 }
 
-void DirSource::Run() {
-  while (!stopping_) {
+void DirSource::Watch() {
+  for (;;) {
     pollfd fds[2] = {{inotify_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
     if (poll(fds, 2, -1) < 0) {
       if (errno == EINTR) {
@@ -100,37 +107,48 @@ void DirSource::Run() {
                  {{"dir", dir_}, {"error", ErrnoStatus(errno, "poll", dir_).ToString()}});
       return;
     }
+    std::lock_guard lock(mu_);
     if (stopping_ || (fds[1].revents & POLLIN) != 0) {
       return;
     }
-    Drain();
-    if (!Settle()) {
+    DrainLocked();
+    ++events_;
+    changed_cv_.notify_all();
+  }
+}
+
+void DirSource::Read() {
+  uint64_t handled = 0;  // events_ as of the last rescan
+  std::unique_lock lock(mu_);
+  for (;;) {
+    // No deadline: nothing happens until inotify says so.
+    changed_cv_.wait(lock, [&] { return stopping_ || events_ != handled; });
+    if (!SettleLocked(lock)) {
       return;
     }
-    Rescan(/*initial=*/false);
+    handled = events_;
+    const std::set<std::string> writing = writing_;
+    lock.unlock();
+    Rescan(/*initial=*/false, writing);
+    lock.lock();
   }
 }
 
-bool DirSource::Settle() {
-  // Editors and `cp` write in several steps: wait for a quiet spell, but not forever.
-  const auto give_up = std::chrono::steady_clock::now() + 20 * debounce_;
-  while (std::chrono::steady_clock::now() < give_up) {
-    pollfd fds[2] = {{inotify_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
-    const int n = poll(fds, 2, static_cast<int>(debounce_.count()));
-    if (stopping_ || (n > 0 && (fds[1].revents & POLLIN) != 0)) {
-      return false;
-    }
-    if (n == 0) {
-      return true;
-    }
-    if (n > 0) {
-      Drain();
+bool DirSource::SettleLocked(std::unique_lock<std::mutex>& lock) {
+  const Clock::Monotonic give_up = clock_.MonotonicNow() + 20 * debounce_;
+  while (!stopping_) {
+    const uint64_t seen = events_;
+    const Clock::Monotonic quiet = std::min(give_up, clock_.MonotonicNow() + debounce_);
+    const bool woken = clock_.WaitUntil(lock, changed_cv_, quiet,
+                                        [&] { return stopping_ || events_ != seen; });
+    if (!woken || clock_.MonotonicNow() >= give_up) {
+      return !stopping_;
     }
   }
-  return true;
+  return false;
 }
 
-void DirSource::Drain() {
+void DirSource::DrainLocked() {
   alignas(inotify_event) char buf[8192];
   for (;;) {
     const ssize_t n = read(inotify_.get(), buf, sizeof buf);
@@ -158,7 +176,7 @@ void DirSource::Drain() {
   }
 }
 
-void DirSource::Rescan(bool initial) {
+void DirSource::Rescan(bool initial, const std::set<std::string>& writing) {
   std::error_code ec;
   std::vector<std::string> listed;
   for (const auto& entry : fs::directory_iterator(dir_, ec)) {
@@ -186,7 +204,7 @@ void DirSource::Rescan(bool initial) {
     }
   }
   for (const auto& file : listed) {
-    if (writing_.count(file) != 0) {
+    if (writing.count(file) != 0) {
       continue;  // half written: its close wakes us again
     }
     absl::StatusOr<std::string> text = ReadFile(file);

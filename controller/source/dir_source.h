@@ -6,16 +6,23 @@
 // not matter) and only files whose content changed are decoded. See ModuleFiles for what a
 // bad or deleted file does. A file someone is writing in place (modified, not yet closed) is
 // left as it was until its writer closes it: its truncated content is not a Module edit.
+//
+// Two threads: the watcher reads inotify (and what is being written); the reader waits for
+// the quiet spell on the injected Clock, so that tests move time instead of sleeping, then
+// reads the directory and calls back.
 
-#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <cstdint>
 #include <functional>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/clock.h"
 #include "common/fd.h"
 #include "common/log.h"
 #include "api/diagnostic.h"
@@ -56,7 +63,8 @@ class ModuleSource {
 
 class DirSource : public ModuleSource {
  public:
-  DirSource(std::string dir, Logger& log,
+  // `clock` times the debounce; it outlives the source.
+  DirSource(std::string dir, const Clock& clock, Logger& log,
             std::chrono::milliseconds debounce = std::chrono::milliseconds(10));
   ~DirSource() override;
   DirSource(const DirSource&) = delete;
@@ -66,25 +74,38 @@ class DirSource : public ModuleSource {
   void Stop() override;
 
  private:
-  void Run();
-  // Reads the directory and every manifest in it; calls back if anything changed.
-  void Rescan(bool initial);
-  // Waits until inotify has been quiet for the debounce time; false when stopping.
-  bool Settle();
-  // Reads the pending inotify events and tracks which manifests are open for writing.
-  void Drain();
+  // The watcher thread: waits on inotify, counts events.
+  void Watch();
+  // The reader thread: after events, waits for a quiet spell, then rescans.
+  void Read();
+  // Reads the directory and every manifest in it, leaving alone the files in `writing`;
+  // calls back if anything changed.
+  void Rescan(bool initial, const std::set<std::string>& writing);
+  // With mu_ held: waits until no event came for the debounce time, or 20 of them passed
+  // (editors and `cp` write in several steps: a quiet spell, but not forever). False when
+  // stopping.
+  bool SettleLocked(std::unique_lock<std::mutex>& lock);
+  // With mu_ held: reads the pending inotify events and tracks which manifests are open
+  // for writing.
+  void DrainLocked();
 
   const std::string dir_;
+  const Clock& clock_;
   Logger& log_;
   const std::chrono::milliseconds debounce_;
   Callback on_update_;
-  ModuleFiles files_;
-  std::vector<api::Diagnostic> reported_;  // the errors last logged
-  std::set<std::string> writing_;          // modified and not yet closed (watcher thread)
+  ModuleFiles files_;                      // reader thread
+  std::vector<api::Diagnostic> reported_;  // the errors last logged (reader thread)
   Fd inotify_;
   Fd wake_;  // eventfd: Stop wakes the watcher
-  std::atomic<bool> stopping_{false};
-  std::thread thread_;
+
+  std::mutex mu_;
+  std::condition_variable changed_cv_;  // events_ or stopping_ changed
+  uint64_t events_ = 0;                 // batches of inotify events read so far
+  std::set<std::string> writing_;       // modified and not yet closed
+  bool stopping_ = false;
+  std::thread watcher_;
+  std::thread reader_;
 };
 
 }  // namespace kmodd::source

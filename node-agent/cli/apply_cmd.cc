@@ -10,6 +10,7 @@
 #include "common/file.h"
 #include "common/value.h"
 #include "api/decode.h"
+#include "api/phase.h"
 #include "firmware/shadow.h"
 #include "firmware/stager.h"
 #include "node-agent/cli/apply.h"
@@ -171,9 +172,10 @@ absl::StatusOr<ApplyReport> ApplyDesired(const ApplyOptions& o,
     const bool ok = d.problem.ok() && observed.ok() && reconcile::Converged(d, *observed, *journal);
     all_ok = all_ok && ok;
     auto je = journal->modules.find(d.key);
-    v.Set("phase", ok ? "Loaded" : (d.problem.ok() && je != journal->modules.end()
-                                        ? reconcile::PhaseName(je->second.phase)
-                                        : "Failed"));
+    const api::Phase phase = ok ? api::Phase::kLoaded
+                             : d.problem.ok() && je != journal->modules.end() ? je->second.phase
+                                                                             : api::Phase::kFailed;
+    v.Set("phase", api::PhaseName(phase));
     std::string message = !d.problem.ok() ? std::string(d.problem.message())
                           : je != journal->modules.end() ? je->second.message : "";
     v.Set("message", message);
@@ -207,7 +209,7 @@ absl::StatusOr<ApplyReport> ApplyDesired(const ApplyOptions& o,
       all_ok = false;  // something that should be unloaded is still here
       Value v = Value::EmptyMap();
       v.Set("name", key);
-      v.Set("phase", reconcile::PhaseName(e.phase));
+      v.Set("phase", api::PhaseName(e.phase));
       v.Set("message", e.message);
       v.Set("modules", StringList(e.loaded));
       items.Append(std::move(v));

@@ -173,7 +173,7 @@ std::string MetricsText(const Metrics& metrics, const AgentState& state) {
   const AgentSnapshot s = state.Snapshot();
   m.controller_connected = s.controller.connected;
   for (const auto& mod : s.modules) {
-    ++m.modules_by_phase[ModulePhaseName(mod.phase)];
+    ++m.modules_by_phase[mod.phase];
   }
   return RenderMetrics(m);
 }

@@ -60,7 +60,7 @@ const char* KindName(Action::Kind k) {
 bool Converged(const DesiredModule& d, const kernel::KernelState& observed, const Journal& j) {
   auto it = j.modules.find(d.key);
   if (it == j.modules.end() || it->second.fingerprint != d.fingerprint ||
-      it->second.phase != Phase::kLoaded || j.boot_id != observed.boot_id) {
+      it->second.phase != api::Phase::kLoaded || j.boot_id != observed.boot_id) {
     return false;
   }
   for (const auto& step : d.steps) {
@@ -103,10 +103,10 @@ std::vector<Action> PlanActions(const std::vector<DesiredModule>& desired,
     if (it != journal.modules.end()) {
       if (it->second.fingerprint != d->fingerprint) {
         why = "configuration changed";
-      } else if (it->second.phase == Phase::kLoaded) {
+      } else if (it->second.phase == api::Phase::kLoaded) {
         why = "drift: a module is missing or an in-tree module is back";
       } else {
-        why = std::string("resuming from ") + PhaseName(it->second.phase);
+        why = absl::StrCat("resuming from ", api::PhaseName(it->second.phase));
       }
     }
     loads.push_back({Action::Kind::kLoad, key, why});

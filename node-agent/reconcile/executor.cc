@@ -24,7 +24,7 @@ absl::Status Executor::Save() { return SaveJournal(journal_path_, journal_); }
 
 absl::Status Executor::Fail(const std::string& key, absl::Status s) {
   JournalEntry& e = journal_.modules[key];
-  e.phase = Phase::kFailed;
+  e.phase = api::Phase::kFailed;
   e.message = std::string(s.message());
   if (auto saved = Save(); !saved.ok()) {
     return saved;
@@ -120,7 +120,7 @@ absl::Status Executor::Load(const DesiredModule& d) {
   e.fingerprint = d.fingerprint;
   e.source = d.source;
   e.tree = d.tree;
-  e.phase = Phase::kLoading;
+  e.phase = api::Phase::kLoading;
   e.message.clear();
   if (auto s = Save(); !s.ok()) {
     return s;
@@ -185,7 +185,7 @@ absl::Status Executor::Load(const DesiredModule& d) {
       inserted.push_back(step.name);
     }
   }
-  journal_.modules[d.key].phase = Phase::kLoaded;
+  journal_.modules[d.key].phase = api::Phase::kLoaded;
   return Save();
 }
 
@@ -199,7 +199,7 @@ absl::Status Executor::Unload(const std::string& key) {
     return observed.status();
   }
   ForgetBoot(journal_, observed->boot_id);
-  it->second.phase = Phase::kUnloading;
+  it->second.phase = api::Phase::kUnloading;
   if (auto s = Save(); !s.ok()) {
     return s;
   }

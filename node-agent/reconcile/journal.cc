@@ -1,6 +1,7 @@
 #include "node-agent/reconcile/journal.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/file.h"
@@ -80,30 +81,20 @@ class FieldReader {
   absl::Status error_;
 };
 
-bool ParsePhase(const std::string& s, Phase& p) {
-  for (Phase candidate : {Phase::kLoading, Phase::kLoaded, Phase::kUnloading, Phase::kFailed}) {
-    if (s == PhaseName(candidate)) {
-      p = candidate;
-      return true;
-    }
+bool ParseJournalPhase(const std::string& s, api::Phase& p) {
+  const std::optional<api::Phase> parsed = api::ParsePhase(s);
+  if (!parsed || !IsJournalPhase(*parsed)) {
+    return false;
   }
-  return false;
+  p = *parsed;
+  return true;
 }
 
 }  // namespace
 
-const char* PhaseName(Phase p) {
-  switch (p) {
-    case Phase::kLoading:
-      return "Loading";
-    case Phase::kLoaded:
-      return "Loaded";
-    case Phase::kUnloading:
-      return "Unloading";
-    case Phase::kFailed:
-      return "Failed";
-  }
-  return "Unknown";
+bool IsJournalPhase(api::Phase p) {
+  return p == api::Phase::kLoading || p == api::Phase::kLoaded || p == api::Phase::kUnloading ||
+         p == api::Phase::kFailed;
 }
 
 std::string EncodeJournal(const Journal& j) {
@@ -116,7 +107,7 @@ std::string EncodeJournal(const Journal& j) {
     v.Set("fingerprint", e.fingerprint);
     v.Set("source", e.source);
     v.Set("tree", e.tree);
-    v.Set("phase", PhaseName(e.phase));
+    v.Set("phase", api::PhaseName(e.phase));
     v.Set("loaded", List(e.loaded));
     v.Set("firmware", List(e.firmware));
     v.Set("message", e.message);
@@ -166,7 +157,7 @@ absl::StatusOr<Journal> DecodeJournal(const std::string& text, const std::string
       e.fingerprint = read.Str(v, "fingerprint", where);
       e.source = read.Str(v, "source", where);
       e.tree = read.Str(v, "tree", where);
-      if (!ParsePhase(read.Str(v, "phase", where), e.phase) && read.error().ok()) {
+      if (!ParseJournalPhase(read.Str(v, "phase", where), e.phase) && read.error().ok()) {
         return absl::DataLossError(absl::StrCat(source, ": module ", key, ": unknown phase"));
       }
       e.loaded = read.Strs(v, "loaded", where);
@@ -249,8 +240,8 @@ void ForgetBoot(Journal& j, const std::string& boot_id) {
   j.in_tree_removed.clear();
   for (auto& [key, e] : j.modules) {
     e.loaded.clear();
-    if (e.phase != Phase::kUnloading) {
-      e.phase = Phase::kLoading;
+    if (e.phase != api::Phase::kUnloading) {
+      e.phase = api::Phase::kLoading;
     }
   }
 }

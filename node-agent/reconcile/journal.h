@@ -13,17 +13,20 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "api/phase.h"
 
 namespace kmodd::reconcile {
 
-enum class Phase { kLoading, kLoaded, kUnloading, kFailed };
-const char* PhaseName(Phase p);
+// What the journal records of a Module: Loading, Loaded, Unloading or Failed (never
+// Pending, Pulling or Unknown, which describe no work of ours on the kernel). Persisted
+// by api::PhaseName.
+bool IsJournalPhase(api::Phase p);
 
 struct JournalEntry {
   std::string fingerprint;  // identity of the desired configuration it was loaded for
   std::string source;       // the image reference or dir: tree it came from
   std::string tree;         // the driver tree directory used
-  Phase phase = Phase::kLoading;
+  api::Phase phase = api::Phase::kLoading;
   std::vector<std::string> loaded;    // modules kmodd inserted, in load order
   std::vector<std::string> firmware;  // staged firmware files (relative paths)
   std::string message;                // last failure, for people

@@ -26,7 +26,7 @@ struct AgentEvent {
   std::string kind;    // PhaseChanged, PullProgress, DesiredReceived, KernelChanged, ...
   std::string module;  // namespace/name, "" for node-level events
   std::string message;
-  std::optional<ModulePhase> phase;
+  std::optional<api::Phase> phase;
   int64_t bytes_done = 0;
   int64_t bytes_total = 0;
 };

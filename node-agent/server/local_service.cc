@@ -86,7 +86,7 @@ void StreamEvents(EventSubscription& sub, const Clock& clock,
         continue;
       }
       const AgentEvent e{absl::ToUnixMillis(clock.Now()), "PullProgress", "", image,
-                         ModulePhase::kPulling, progress.first, progress.second};
+                         api::Phase::kPulling, progress.first, progress.second};
       if (!write(e)) {
         return;
       }

@@ -7,8 +7,6 @@ namespace kmodd::agent {
 
 namespace {
 
-constexpr const char* kPhases[] = {"Pending", "Pulling", "Loading", "Loaded", "Unloading", "Failed"};
-
 std::string Number(double v) { return absl::StrFormat("%g", v); }
 
 }  // namespace
@@ -24,9 +22,9 @@ std::string RenderMetrics(const MetricsSnapshot& s) {
   absl::StrAppend(&out,
                   "# HELP kmodd_agent_modules Modules by phase.\n"
                   "# TYPE kmodd_agent_modules gauge\n");
-  for (const char* phase : kPhases) {
+  for (api::Phase phase : api::kAgentPhases) {
     auto it = s.modules_by_phase.find(phase);
-    absl::StrAppend(&out, "kmodd_agent_modules{phase=\"", phase, "\"} ",
+    absl::StrAppend(&out, "kmodd_agent_modules{phase=\"", api::PhaseName(phase), "\"} ",
                     it == s.modules_by_phase.end() ? 0 : it->second, "\n");
   }
   absl::StrAppend(&out,

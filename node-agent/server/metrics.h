@@ -10,11 +10,13 @@
 #include <utility>
 #include <vector>
 
+#include "api/phase.h"
+
 namespace kmodd::agent {
 
 struct MetricsSnapshot {
   bool controller_connected = false;
-  std::map<std::string, int> modules_by_phase;  // phase name -> count
+  std::map<api::Phase, int> modules_by_phase;
   uint64_t reconciles_total = 0;
   std::map<std::pair<std::string, std::string>, uint64_t> actions;  // (kind, result) -> n
   std::vector<double> load_bounds;    // histogram upper bounds, seconds

@@ -5,24 +5,6 @@
 
 namespace kmodd::agent {
 
-const char* ModulePhaseName(ModulePhase p) {
-  switch (p) {
-    case ModulePhase::kPending:
-      return "Pending";
-    case ModulePhase::kPulling:
-      return "Pulling";
-    case ModulePhase::kLoading:
-      return "Loading";
-    case ModulePhase::kLoaded:
-      return "Loaded";
-    case ModulePhase::kUnloading:
-      return "Unloading";
-    case ModulePhase::kFailed:
-      return "Failed";
-  }
-  return "Unknown";
-}
-
 ErrorClass ClassOf(const absl::Status& s) {
   if (absl::IsUnauthenticated(s)) {
     // A registry refusing the pull secret (image layer): fixed by a new Secret or new grants
@@ -62,23 +44,23 @@ DerivedPhase Failed(const absl::Status& s, bool retry_scheduled) {
   } else if (retry_scheduled) {
     absl::StrAppend(&message, " (will retry)");
   }
-  return {ModulePhase::kFailed, std::move(message), c};
+  return {api::Phase::kFailed, std::move(message), c};
 }
 
 }  // namespace
 
 DerivedPhase DerivePhase(const ModuleFacts& f) {
   if (f.acting == ModuleFacts::Acting::kLoad) {
-    return {ModulePhase::kLoading, "", ErrorClass::kNone};
+    return {api::Phase::kLoading, "", ErrorClass::kNone};
   }
   if (f.acting == ModuleFacts::Acting::kUnload) {
-    return {ModulePhase::kUnloading, "", ErrorClass::kNone};
+    return {api::Phase::kUnloading, "", ErrorClass::kNone};
   }
   if (f.desired && f.pulling) {
-    return {ModulePhase::kPulling, "", ErrorClass::kNone};
+    return {api::Phase::kPulling, "", ErrorClass::kNone};
   }
   if (f.desired && f.converged) {
-    return {ModulePhase::kLoaded, "", ErrorClass::kNone};
+    return {api::Phase::kLoaded, "", ErrorClass::kNone};
   }
   if (f.desired && !f.problem.ok()) {
     return Failed(f.problem, f.retry_scheduled);
@@ -87,12 +69,12 @@ DerivedPhase DerivePhase(const ModuleFacts& f) {
     return Failed(f.last_error, f.retry_scheduled);
   }
   if (!f.desired) {
-    return {ModulePhase::kUnloading, "no longer desired", ErrorClass::kNone};
+    return {api::Phase::kUnloading, "no longer desired", ErrorClass::kNone};
   }
-  if (f.journal != nullptr && f.journal->phase == reconcile::Phase::kLoaded) {
-    return {ModulePhase::kPending, "drift: reloading", ErrorClass::kNone};
+  if (f.journal != nullptr && f.journal->phase == api::Phase::kLoaded) {
+    return {api::Phase::kPending, "drift: reloading", ErrorClass::kNone};
   }
-  return {ModulePhase::kPending, "", ErrorClass::kNone};
+  return {api::Phase::kPending, "", ErrorClass::kNone};
 }
 
 }  // namespace kmodd::agent

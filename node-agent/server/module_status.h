@@ -9,14 +9,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "api/phase.h"
 #include "node-agent/reconcile/journal.h"
 
 namespace kmodd::agent {
 
-enum class ModulePhase { kPending, kPulling, kLoading, kLoaded, kUnloading, kFailed };
 enum class ErrorClass { kNone, kRetry, kWait, kTerminal };
-
-const char* ModulePhaseName(ModulePhase p);
 
 // The kernel layer's classification (kernel::OutcomeOf) as the operator sees it; an image
 // pull the registry refused (Unauthenticated) is retried.
@@ -26,7 +24,7 @@ struct ModuleStatus {
   std::string key;  // namespace/name
   std::string namespace_;
   std::string name;
-  ModulePhase phase = ModulePhase::kPending;
+  api::Phase phase = api::Phase::kPending;
   std::string message;
   ErrorClass error_class = ErrorClass::kNone;
   std::string image;
@@ -59,7 +57,7 @@ struct ModuleFacts {
 };
 
 struct DerivedPhase {
-  ModulePhase phase;
+  api::Phase phase;
   std::string message;
   ErrorClass error_class = ErrorClass::kNone;
   bool operator==(const DerivedPhase&) const = default;

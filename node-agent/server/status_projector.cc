@@ -8,18 +8,9 @@ namespace kmodd::agent {
 
 namespace {
 
-ModulePhase FromJournal(reconcile::Phase p) {
-  switch (p) {
-    case reconcile::Phase::kLoaded:
-      return ModulePhase::kLoaded;
-    case reconcile::Phase::kUnloading:
-      return ModulePhase::kUnloading;
-    case reconcile::Phase::kFailed:
-      return ModulePhase::kFailed;
-    case reconcile::Phase::kLoading:
-      return ModulePhase::kPending;
-  }
-  return ModulePhase::kPending;
+// A journal's Loading is work left half done: no action runs on it now, so it waits.
+api::Phase FromJournal(api::Phase p) {
+  return p == api::Phase::kLoading ? api::Phase::kPending : p;
 }
 
 const reconcile::JournalEntry* JournalOf(const StatusContext& ctx, const std::string& key) {
@@ -101,7 +92,7 @@ std::vector<ModuleStatus> ProjectStatus(const std::vector<PreparedModule>& modul
     st.image = entry.source;
     if (ctx.fail_static.Keeps(key)) {
       st.phase = FromJournal(entry.phase);
-      st.message = entry.phase == reconcile::Phase::kFailed
+      st.message = entry.phase == api::Phase::kFailed
                        ? entry.message
                        : "no desired state yet: kept as the journal has it";
     } else {

@@ -20,24 +20,6 @@ v1::NodeInfo ToProto(const NodeFacts& f) {
   return n;
 }
 
-v1::Phase ToProto(ModulePhase p) {
-  switch (p) {
-    case ModulePhase::kPending:
-      return v1::PENDING;
-    case ModulePhase::kPulling:
-      return v1::PULLING;
-    case ModulePhase::kLoading:
-      return v1::LOADING;
-    case ModulePhase::kLoaded:
-      return v1::LOADED;
-    case ModulePhase::kUnloading:
-      return v1::UNLOADING;
-    case ModulePhase::kFailed:
-      return v1::FAILED;
-  }
-  return v1::PHASE_UNSPECIFIED;
-}
-
 v1::ErrorClass ToProto(ErrorClass c) {
   switch (c) {
     case ErrorClass::kNone:
@@ -56,7 +38,7 @@ v1::ModuleStatus ToProto(const ModuleStatus& s) {
   v1::ModuleStatus m;
   m.set_namespace_(s.namespace_);
   m.set_name(s.name);
-  m.set_phase(ToProto(s.phase));
+  m.set_phase(proto::ToProto(s.phase));
   m.set_message(s.message);
   m.set_error_class(ToProto(s.error_class));
   m.set_image(s.image);
@@ -86,7 +68,7 @@ v1::Event ToProto(const AgentEvent& e) {
   out.set_module(e.module);
   out.set_message(e.message);
   if (e.phase) {
-    out.set_phase(ToProto(*e.phase));
+    out.set_phase(proto::ToProto(*e.phase));
   }
   out.set_bytes_done(e.bytes_done);
   out.set_bytes_total(e.bytes_total);

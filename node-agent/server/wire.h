@@ -13,7 +13,6 @@
 namespace kmodd::agent {
 
 v1::NodeInfo ToProto(const NodeFacts& f);
-v1::Phase ToProto(ModulePhase p);
 v1::ErrorClass ToProto(ErrorClass c);
 v1::ModuleStatus ToProto(const ModuleStatus& s);
 v1::Event ToProto(const AgentEvent& e);

@@ -1,5 +1,9 @@
 #include <catch2/catch.hpp>
 
+#include <set>
+#include <vector>
+
+#include "absl/strings/ascii.h"
 #include "proto/convert.h"
 
 using kmodd::api::ModprobeArgs;
@@ -111,4 +115,42 @@ TEST_CASE("a desired state the agent cannot act on is refused, naming module and
     REQUIRE_FALSE(got.ok());
     CHECK(std::string(got.status().message()) == "module gpu/i915 appears twice in desired state");
   }
+}
+
+TEST_CASE("every phase maps to one wire value and back") {
+  std::vector<kmodd::api::Phase> all = {kmodd::api::Phase::kUnknown};
+  all.insert(all.end(), kmodd::api::kAgentPhases.begin(), kmodd::api::kAgentPhases.end());
+  std::set<int> wire;
+  for (kmodd::api::Phase p : all) {
+    INFO(kmodd::api::PhaseName(p));
+    const kmodd::v1::Phase w = ToProto(p);
+    CHECK(wire.insert(static_cast<int>(w)).second);
+    CHECK(FromProto(w) == p);
+  }
+}
+
+TEST_CASE("every wire phase maps to a phase and back, under the name the wire spells") {
+  const google::protobuf::EnumDescriptor* d = kmodd::v1::Phase_descriptor();
+  REQUIRE(d->value_count() == 7);
+  for (int i = 0; i < d->value_count(); ++i) {
+    const auto w = static_cast<kmodd::v1::Phase>(d->value(i)->number());
+    INFO(d->value(i)->name());
+    const kmodd::api::Phase p = FromProto(w);
+    CHECK(ToProto(p) == w);
+    if (w != kmodd::v1::PHASE_UNSPECIFIED) {
+      CHECK(absl::AsciiStrToUpper(kmodd::api::PhaseName(p)) == d->value(i)->name());
+    }
+  }
+}
+
+TEST_CASE("the wire's phase numbers stay as released; an unknown one is Unknown") {
+  CHECK(kmodd::v1::PHASE_UNSPECIFIED == 0);
+  CHECK(kmodd::v1::PENDING == 1);
+  CHECK(kmodd::v1::PULLING == 2);
+  CHECK(kmodd::v1::LOADING == 3);
+  CHECK(kmodd::v1::LOADED == 4);
+  CHECK(kmodd::v1::UNLOADING == 5);
+  CHECK(kmodd::v1::FAILED == 6);
+  CHECK(FromProto(kmodd::v1::PHASE_UNSPECIFIED) == kmodd::api::Phase::kUnknown);
+  CHECK(FromProto(static_cast<kmodd::v1::Phase>(42)) == kmodd::api::Phase::kUnknown);
 }

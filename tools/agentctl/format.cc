@@ -1,10 +1,10 @@
 #include "tools/agentctl/format.h"
 
-#include <cctype>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "api/phase.h"
+#include "proto/convert.h"
 #include "tools/agentctl/table.h"
 
 namespace kmodd::agentctl {
@@ -129,17 +129,10 @@ std::string PullProgress(int64_t done, int64_t total) {
 }
 
 std::string PhaseName(v1::Phase phase) {
-  if (phase == v1::PHASE_UNSPECIFIED) {
-    return "Unknown";
+  if (!v1::Phase_IsValid(phase)) {
+    return absl::StrCat("Phase(", static_cast<int>(phase), ")");  // a newer agent's
   }
-  std::string name = v1::Phase_Name(phase);
-  if (name.empty()) {
-    return absl::StrCat("Phase(", static_cast<int>(phase), ")");
-  }
-  for (size_t i = 1; i < name.size(); ++i) {
-    name[i] = static_cast<char>(std::tolower(static_cast<unsigned char>(name[i])));
-  }
-  return name;
+  return std::string(api::PhaseName(proto::FromProto(phase)));
 }
 
 std::string StatusHeader(const v1::StatusResponse& s, int64_t now_ms) {

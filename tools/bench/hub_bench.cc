@@ -25,10 +25,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "controller/server/hub.h"
 #include "controller/server/report_filter.h"
 #include "controller/server/wire.h"
+#include "api/phase.h"
+#include "proto/convert.h"
 
 namespace {
 
@@ -62,7 +65,7 @@ void ReportBefore(std::vector<ReportedModule>& previous, const kmodd::v1::NodeRe
   modules.reserve(static_cast<size_t>(report.modules().size()));
   for (const auto& m : report.modules()) {
     modules.push_back(ReportedModule{absl::StrCat(m.namespace_(), "/", m.name()),
-                                     kmodd::server::PhaseName(m.phase()), m.message(),
+                                     kmodd::proto::FromProto(m.phase()), m.message(),
                                      m.image_digest(), m.version(), m.since_unix_ms()});
   }
   std::sort(modules.begin(), modules.end(),
@@ -71,7 +74,8 @@ void ReportBefore(std::vector<ReportedModule>& previous, const kmodd::v1::NodeRe
     auto before = std::find_if(previous.begin(), previous.end(),
                                [&](const ReportedModule& o) { return o.key == m.key; });
     if (before == previous.end() || before->phase != m.phase) {
-      log.Debug("module phase", {{"node", "n"}, {"module", m.key}, {"phase", m.phase}});
+      log.Debug("module phase",
+                {{"node", "n"}, {"module", m.key}, {"phase", kmodd::api::PhaseName(m.phase)}});
     }
   }
   for (const ReportedModule& old : previous) {
@@ -138,7 +142,8 @@ int main(int argc, char** argv) {
   // After: the real Hub, a node allowed every entry.
   kmodd::server::HubOptions options{"bench", std::chrono::minutes(10)};
   options.limits.max_modules = static_cast<size_t>(entries);
-  kmodd::server::Hub hub(options, [] { return int64_t{1'700'000'000'000}; }, log);
+  kmodd::RealClock clock;
+  kmodd::server::Hub hub(options, clock, log);
   kmodd::source::SourceUpdate source;
   source.errors_hold_all = false;
   for (const auto& m : reports[0].modules()) {
@@ -200,8 +205,7 @@ int main(int argc, char** argv) {
     (void)hub.Report(&stranger, foreign);
     ignored.push_back(Ms(Clock::now() - t0));
   }
-  kmodd::server::Hub capped({"bench", std::chrono::minutes(10)},
-                            [] { return int64_t{1'700'000'000'000}; }, log);
+  kmodd::server::Hub capped({"bench", std::chrono::minutes(10)}, clock, log);
   capped.ApplySource(source);
   NullStream flooder;
   (void)capped.Hello(&flooder, info);

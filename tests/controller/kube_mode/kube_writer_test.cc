@@ -67,10 +67,10 @@ TEST_CASE("kmodd owns the KMM ready, version-ready and kernel labels, and no oth
 }
 
 TEST_CASE("a node is labelled ready only for the modules its agent reports Loaded") {
-  const NodeRecord r = Record({{"ns/a", "Loaded", "", "", "", 0},
-                               {"ns/b", "Loaded", "", "", "v2", 0},
-                               {"ns/c", "Loading", "", "", "", 0},
-                               {"ns/d", "Failed", "boom", "", "", 0}});
+  const NodeRecord r = Record({{"ns/a", kmodd::api::Phase::kLoaded, "", "", "", 0},
+                               {"ns/b", kmodd::api::Phase::kLoaded, "", "", "v2", 0},
+                               {"ns/c", kmodd::api::Phase::kLoading, "", "", "", 0},
+                               {"ns/d", kmodd::api::Phase::kFailed, "boom", "", "", 0}});
   CHECK(DesiredLabels(r) == Labels{
                                 {"kmm.node.kubernetes.io/ns.a.ready", ""},
                                 {"kmm.node.kubernetes.io/ns.b.ready", ""},
@@ -81,7 +81,7 @@ TEST_CASE("a node is labelled ready only for the modules its agent reports Loade
 
 TEST_CASE("a GKE node (kernel 6.1.90+) is labelled as any other: no kernel-version.full label") {
   // "+" is not valid in a label value, and KMM no longer writes this label at all.
-  NodeRecord r = Record({{"ns/a", "Loaded", "", "", "", 0}});
+  NodeRecord r = Record({{"ns/a", kmodd::api::Phase::kLoaded, "", "", "", 0}});
   r.kernel_release = "6.1.90+";
   CHECK(DesiredLabels(r) == Labels{{"kmm.node.kubernetes.io/ns.a.ready", ""}});
   // The label an earlier kmodd wrote goes with the next patch.
@@ -273,9 +273,11 @@ TEST_CASE("Kubernetes mode: a Module rejected at start is in its status, unheld,
   REQUIRE(api.Create(modules, module("^6\\\\.1\\\\.([")).ok());
   kmodd::server::HubOptions options{"run", std::chrono::minutes(10)};
   options.nodes_from_api = true;
-  kmodd::server::Hub hub(options, [] { return int64_t{1'700'000'000'000}; }, log);
-  kmodd::source::KubeSource source(api, hub, log);
+  // Real time: the writer's one-second tick (finalizers, retries) runs on the hub's clock.
+  kmodd::RealClock hub_clock;
+  kmodd::server::Hub hub(options, hub_clock, log);
   kmodd::FakeClock clock;
+  kmodd::source::KubeSource source(api, hub, log);
   kmodd::kube::EventRecorder events(api, clock, "kmodd-controller", "test");
   kmodd::server::KubeWriter writer(api, hub, source, events, [] { return true; }, log);
   source.Start();
@@ -346,7 +348,8 @@ TEST_CASE("Kubernetes mode: after a restart a rejected Module with the finalizer
   REQUIRE(api.Create(modules, ModuleObject("old", "^6\\\\.1\\\\.([", finalized)).ok());
   kmodd::server::HubOptions options{"run", std::chrono::minutes(10)};
   options.nodes_from_api = true;
-  kmodd::server::Hub hub(options, [] { return int64_t{1'700'000'000'000}; }, log);
+  kmodd::FakeClock clock;
+  kmodd::server::Hub hub(options, clock, log);
   kmodd::source::KubeSource source(api, hub, log);
   source.Start();
   REQUIRE(Eventually([&] { return source.Synced(); }));
@@ -409,7 +412,8 @@ TEST_CASE("Kubernetes mode: a pull Secret nodes could not use is reported on its
   }
   kmodd::server::HubOptions options{"run", std::chrono::minutes(10)};
   options.nodes_from_api = true;
-  kmodd::server::Hub hub(options, [] { return int64_t{1'700'000'000'000}; }, log);
+  kmodd::FakeClock clock;
+  kmodd::server::Hub hub(options, clock, log);
   kmodd::source::KubeSource source(api, hub, log);
   source.Start();
   REQUIRE(Eventually([&] { return source.Synced(); }));
@@ -476,9 +480,11 @@ TEST_CASE("Kubernetes mode: only nodes a Module may run on hold its finalizer, a
               .ok());
   kmodd::server::HubOptions options{"run", std::chrono::minutes(10)};
   options.nodes_from_api = true;
-  kmodd::server::Hub hub(options, [] { return int64_t{1'700'000'000'000}; }, log);
-  kmodd::source::KubeSource source(api, hub, log);
+  // Real time: the writer's one-second tick (finalizers, retries) runs on the hub's clock.
+  kmodd::RealClock hub_clock;
+  kmodd::server::Hub hub(options, hub_clock, log);
   kmodd::FakeClock clock;
+  kmodd::source::KubeSource source(api, hub, log);
   kmodd::kube::EventRecorder events(api, clock, "kmodd-controller", "test");
   kmodd::server::KubeWriter writer(api, hub, source, events, [] { return true; }, log);
   source.Start();

@@ -16,6 +16,7 @@
 #include "controller/kube_mode/kube_writer.h"
 #include "controller/server/status.h"
 #include "hub_fixtures.h"
+#include "tests/fakes/fake_clock.h"
 
 using kmodd::server::AgentStream;
 using kmodd::server::Hub;
@@ -82,7 +83,7 @@ std::vector<std::string> Rows(Hub& hub, const std::string& name) {
   for (const auto& m : hub.Status().modules) {
     if (m.name == name) {
       for (const auto& r : m.nodes) {
-        out.push_back(absl::StrCat(r.node, "=", r.phase, ":", r.message));
+        out.push_back(absl::StrCat(r.node, "=", kmodd::server::RowPhase(r), ":", r.message));
       }
     }
   }
@@ -91,7 +92,7 @@ std::vector<std::string> Rows(Hub& hub, const std::string& name) {
 
 struct Harness {
   explicit Harness(kmodd::server::HubOptions options = {"run", std::chrono::minutes(10)})
-      : log_file(std::tmpfile()), log(log_file), hub(options, [this] { return now; }, log) {}
+      : log_file(std::tmpfile()), log(log_file), hub(options, clock, log) {}
   ~Harness() { std::fclose(log_file); }
   // How many lines of the log contain `text`.
   int LogLines(const std::string& text) {
@@ -113,7 +114,7 @@ struct Harness {
   }
   std::FILE* log_file;
   kmodd::Logger log;
-  int64_t now = 1'000'000;
+  kmodd::FakeClock clock{absl::FromUnixMillis(1'000'000)};
   Hub hub;
 };
 
@@ -268,20 +269,20 @@ TEST_CASE("hub: ignored entries are logged once per stream, then at most every l
   CHECK(h.hub.Node("w1")->ignored_modules == 11);
 
   // A new stream a second later: not logged again so soon (a node reconnecting in a loop).
-  h.now += 1000;
+  h.clock.Advance(absl::Seconds(1));
   FakeStream again;
   h.Connect(again, "w1", true, Report({"ghost"}));
   CHECK(h.LogLines(kIgnoredLog) == 1);
   CHECK(h.hub.Node("w1")->ignored_modules == 1);  // counted per stream
   // A minute after the last line: the new stream is logged.
-  h.now += 60'000;
+  h.clock.Advance(absl::Minutes(1));
   REQUIRE(h.hub.Report(&again, Report({"ghost"})).ok());
   CHECK(h.LogLines(kIgnoredLog) == 2);
   // Then, within that stream, only after log_every, with the count since.
-  h.now += 60'000;
+  h.clock.Advance(absl::Minutes(1));
   REQUIRE(h.hub.Report(&again, Report({"ghost"})).ok());
   CHECK(h.LogLines(kIgnoredLog) == 2);
-  h.now += 10 * 60'000;
+  h.clock.Advance(absl::Minutes(10));
   REQUIRE(h.hub.Report(&again, Report({"ghost"})).ok());
   CHECK(h.LogLines(kIgnoredLog) == 3);
   CHECK(h.LogLines(R"("ignored":2,"ignoredThisStream":4)") == 1);

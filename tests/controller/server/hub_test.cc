@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/decode.h"
 #include "hub_fixtures.h"
+#include "tests/fakes/fake_clock.h"
 
 using kmodd::server::AgentStream;
 using kmodd::server::Hub;
@@ -36,11 +37,11 @@ kmodd::v1::NodeInfo Info(const std::string& name, bool worker) {
 
 struct Harness {
   Harness() : devnull(std::fopen("/dev/null", "w")), log(devnull),
-              hub({"run", std::chrono::minutes(10)}, [this] { return now; }, log) {}
+              hub({"run", std::chrono::minutes(10)}, clock, log) {}
   ~Harness() { std::fclose(devnull); }
   std::FILE* devnull;
   kmodd::Logger log;
-  int64_t now = 1'000'000;
+  kmodd::FakeClock clock{absl::FromUnixMillis(1'000'000)};
   Hub hub;
 };
 
@@ -86,7 +87,7 @@ TEST_CASE("hub records ACKs, NACKs and the reported modules") {
   REQUIRE(rec);
   CHECK(rec->acked_version == s.Last().version());
   REQUIRE(rec->modules.size() == 1);
-  CHECK(rec->modules[0].phase == "Loaded");
+  CHECK(rec->modules[0].phase == kmodd::api::Phase::kLoaded);
 
   kmodd::v1::NodeReport nack;
   nack.mutable_ack()->set_version("run-99");
@@ -133,9 +134,9 @@ TEST_CASE("hub keeps a disconnected node's plan until it has been gone for forge
   REQUIRE(rec);
   CHECK_FALSE(rec->connected);
   CHECK(h.hub.Status().modules[0].module_loader.desired_number == 1);
-  h.now += int64_t{9} * 60 * 1000;
+  h.clock.Advance(absl::Minutes(9));
   CHECK(h.hub.ForgetGone() == 0);
-  h.now += int64_t{2} * 60 * 1000;
+  h.clock.Advance(absl::Minutes(2));
   CHECK(h.hub.ForgetGone() == 1);
   CHECK_FALSE(h.hub.Node("w1"));
   CHECK(h.hub.Status().modules[0].module_loader.desired_number == 0);

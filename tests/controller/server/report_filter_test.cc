@@ -13,6 +13,7 @@
 #include "controller/server/wire.h"
 #include "kmodd/v1/sync.pb.h"
 
+using kmodd::api::Phase;
 using kmodd::server::CheckNodeInfo;
 using kmodd::server::FilteredReport;
 using kmodd::server::FilterReport;
@@ -26,7 +27,7 @@ using kmodd::server::Truncated;
 namespace {
 
 std::vector<ReportedModule> Reported(const std::vector<std::string>& keys,
-                                     const std::string& phase = "Loaded") {
+                                     Phase phase = Phase::kLoaded) {
   std::vector<ReportedModule> out;
   for (const auto& k : keys) {
     out.push_back(ReportedModule{k, phase, "", "", "", 0});
@@ -58,7 +59,7 @@ google::protobuf::RepeatedPtrField<kmodd::v1::ModuleStatus> Entries(
 
 TEST_CASE("a report keeps the modules sent to the node, last reported, planned or inherited") {
   const std::set<std::string> sent = {"ns/sent"};
-  const std::vector<ReportedModule> last = Reported({"ns/last"}, "Unloading");
+  const std::vector<ReportedModule> last = Reported({"ns/last"}, Phase::kUnloading);
   const std::set<std::string> inherited = {"ns/inherited"};
   int planned_calls = 0;
   ReportScope scope{&sent, &last, &inherited, [&] {
@@ -93,7 +94,7 @@ TEST_CASE("a report with nothing known of the node keeps nothing, and names a fe
 
 TEST_CASE("phase changes between two sorted reports, Gone for a module no longer listed") {
   std::vector<ReportedModule> before = Reported({"ns/a", "ns/b", "ns/d"});
-  before[1].phase = "Loading";
+  before[1].phase = Phase::kLoading;
   std::vector<ReportedModule> after = Reported({"ns/b", "ns/c", "ns/d", "ns/e"});
   std::vector<std::string> got;
   for (const auto& c : PhaseChanges(before, after)) {

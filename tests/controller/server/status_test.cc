@@ -9,6 +9,7 @@ using kmodd::server::Aggregate;
 using kmodd::server::ControllerStatus;
 using kmodd::server::ModuleState;
 using kmodd::server::NodeModuleStatus;
+using kmodd::api::Phase;
 using kmodd::server::NodeRecord;
 using kmodd::server::ReportedModule;
 using kmodd::server::StatusInput;
@@ -46,7 +47,7 @@ NodeRecord Record(const std::string& name, bool connected, std::vector<ReportedM
   return r;
 }
 
-ReportedModule Reported(const std::string& phase, const std::string& message = "") {
+ReportedModule Reported(Phase phase, const std::string& message = "") {
   return ReportedModule{"demo/a", phase, message, "sha256:abc", "", 1'700'000'001'000};
 }
 
@@ -100,7 +101,7 @@ const NodeModuleStatus* Row(const ModuleState& m, const std::string& node) {
 
 TEST_CASE("status counts matching, desired and available nodes as KMM's moduleLoader does") {
   Fleet f;
-  f.records = {Record("n1-loaded", true, {Reported("Loaded")}), Record("n2-new", true),
+  f.records = {Record("n1-loaded", true, {Reported(Phase::kLoaded)}), Record("n2-new", true),
                Record("n3-other", true), Record("n4-old-kernel", true)};
   ControllerStatus s = f.Run();
   REQUIRE(s.modules.size() == 1);
@@ -110,10 +111,10 @@ TEST_CASE("status counts matching, desired and available nodes as KMM's moduleLo
   CHECK(a.module_loader.available_number == 1);
   REQUIRE(a.nodes.size() == 3);  // n3 does not match, so has no row
   CHECK(*Row(a, "n1-loaded") ==
-        NodeModuleStatus{"n1-loaded", "Loaded", "", "sha256:abc", 1'700'000'001'000, true});
-  CHECK(Row(a, "n2-new")->phase == "Pending");
+        NodeModuleStatus{"n1-loaded", Phase::kLoaded, "", "sha256:abc", 1'700'000'001'000, true});
+  CHECK(Row(a, "n2-new")->phase == Phase::kPending);
   CHECK(Row(a, "n2-new")->message == "waiting for the agent's report");
-  CHECK(Row(a, "n4-old-kernel")->phase == "Skipped");
+  CHECK(Row(a, "n4-old-kernel")->skipped);
   CHECK(Row(a, "n4-old-kernel")->message.find("no kernel mapping matches kernel 5.14") == 0);
   CHECK(a.conditions[0].type == "Available");
   CHECK(a.conditions[0].status == "False");
@@ -169,22 +170,22 @@ TEST_CASE("nodesMatchingSelectorNumber counts the selected nodes a Module may ru
 
 TEST_CASE("status: a disconnected node keeps its last report but is not available") {
   Fleet f;
-  f.records = {Record("n1-loaded", false, {Reported("Loaded", "loaded in 12 ms")}),
-               Record("n2-new", true, {Reported("Loaded")})};
+  f.records = {Record("n1-loaded", false, {Reported(Phase::kLoaded, "loaded in 12 ms")}),
+               Record("n2-new", true, {Reported(Phase::kLoaded)})};
   ControllerStatus s = f.Run();
   const ModuleState& a = s.modules[0];
   CHECK(a.module_loader.desired_number == 2);
   CHECK(a.module_loader.available_number == 1);
   const NodeModuleStatus* n1 = Row(a, "n1-loaded");
-  CHECK(n1->phase == "Loaded");
+  CHECK(n1->phase == Phase::kLoaded);
   CHECK_FALSE(n1->connected);
   CHECK(n1->message == "agent disconnected; last report: loaded in 12 ms");
 }
 
 TEST_CASE("status: a failed node makes the Module Degraded, naming the node") {
   Fleet f;
-  f.records = {Record("n1-loaded", true, {Reported("Failed", "Invalid module format")}),
-               Record("n2-new", true, {Reported("Loaded")})};
+  f.records = {Record("n1-loaded", true, {Reported(Phase::kFailed, "Invalid module format")}),
+               Record("n2-new", true, {Reported(Phase::kLoaded)})};
   ControllerStatus s = f.Run();
   const ModuleState& a = s.modules[0];
   CHECK(a.conditions[1].status == "True");
@@ -194,17 +195,17 @@ TEST_CASE("status: a failed node makes the Module Degraded, naming the node") {
 
 TEST_CASE("status: a node still unloading a Module it should not run shows it") {
   Fleet f;
-  f.records = {Record("n3-other", true, {Reported("Unloading", "module in use")})};
+  f.records = {Record("n3-other", true, {Reported(Phase::kUnloading, "module in use")})};
   ControllerStatus s = f.Run();
   const NodeModuleStatus* n3 = Row(s.modules[0], "n3-other");
   REQUIRE(n3 != nullptr);
-  CHECK(n3->phase == "Unloading");
+  CHECK(n3->phase == Phase::kUnloading);
   CHECK(s.modules[0].module_loader.desired_number == 2);
 }
 
 TEST_CASE("status document reads back as written, rejected manifests included") {
   Fleet f;
-  f.records = {Record("n1-loaded", true, {Reported("Loaded")}), Record("n2-new", false)};
+  f.records = {Record("n1-loaded", true, {Reported(Phase::kLoaded)}), Record("n2-new", false)};
   ControllerStatus s = f.Run();
   s.errors.push_back(kmodd::api::Diagnostic{"/etc/kmodd/modules/bad.yaml", 12, "Module demo/b",
                                             "spec.selector", "expected a map"});

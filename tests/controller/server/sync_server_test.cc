@@ -80,8 +80,8 @@ struct Controller {
   explicit Controller(ServerOptions opts)
       : log_file(std::tmpfile()),
         log(log_file),
-        hub({"r1", std::chrono::minutes(10)}, [] { return int64_t{1'700'000'000'000}; }, log),
-        source(dir.path, log, std::chrono::milliseconds(20)),
+        hub({"r1", std::chrono::minutes(10)}, clock, log),
+        source(dir.path, clock, log, std::chrono::milliseconds(20)),
         server(hub, std::move(opts), log) {
     WriteModule("r/a:1");
     REQUIRE(source.Start([this](const kmodd::source::SourceUpdate& u) { hub.ApplySource(u); }).ok());
@@ -114,8 +114,7 @@ struct Controller {
       if (std::chrono::steady_clock::now() > deadline) {
         return false;
       }
-      seen = hub.WaitForChange(seen, std::min(deadline, std::chrono::steady_clock::now() +
-                                                            std::chrono::milliseconds(200)));
+      seen = hub.WaitForChange(seen, std::chrono::milliseconds(200));
     }
     return true;
   }
@@ -124,6 +123,8 @@ struct Controller {
   TempDir dir{"sync"};
   std::FILE* log_file;
   kmodd::Logger log;
+  // Real time: real gRPC streams, and Eventually's bound is on this clock.
+  kmodd::RealClock clock;
   Hub hub;
   kmodd::source::DirSource source;
   SyncServer server;
@@ -458,7 +459,8 @@ TEST_CASE("sync over mTLS from files: a missing file refuses to start; SetCertif
   REQUIRE(kmodd::WriteFileAtomic(dir.path + "/tls.key", pair.second, 0600).ok());
   FILE* devnull = std::fopen("/dev/null", "w");
   kmodd::Logger log(devnull);
-  Hub hub({"r1", std::chrono::minutes(10)}, [] { return int64_t{1'700'000'000'000}; }, log);
+  kmodd::FakeClock clock;
+  Hub hub({"r1", std::chrono::minutes(10)}, clock, log);
   ServerOptions opts;
   opts.listen = "127.0.0.1:0";
   opts.cert_file = dir.path + "/tls.crt";
@@ -576,7 +578,7 @@ TEST_CASE("sync over mTLS: a node flooding 200,000 module entries is refused, ot
   REQUIRE(status.modules.size() == 1);
   REQUIRE(status.modules[0].nodes.size() == 1);
   CHECK(status.modules[0].nodes[0].node == "w1");
-  CHECK(status.modules[0].nodes[0].phase == "Loaded");
+  CHECK(status.modules[0].nodes[0].phase == kmodd::api::Phase::kLoaded);
   CHECK(status.modules[0].module_loader.available_number == 1);
   // Refused on every stream, logged once.
   const std::string logs = c.Logs();

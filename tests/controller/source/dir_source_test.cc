@@ -13,6 +13,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "tests/fakes/fake_clock.h"
 #include "tests/temp_dir.h"
 
 using kmodd::testing::TempDir;
@@ -57,11 +58,16 @@ class Collector {
     cv_.notify_all();
   }
 
-  // Waits (bounded) until `pred` holds over (images, errors).
+  // Waits (bounded, in real time) until `pred` holds over (images, errors).
   template <typename Pred>
-  bool WaitFor(Pred pred) {
+  bool WaitFor(Pred pred, std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
     std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, std::chrono::seconds(5), [&] { return pred(images_, errors_); });
+    return cv_.wait_for(lock, timeout, [&] { return pred(images_, errors_); });
+  }
+
+  int Updates() {
+    std::lock_guard lock(mu_);
+    return updates_;
   }
 
   std::map<std::string, std::string> Images() {
@@ -80,6 +86,24 @@ class Collector {
 using Images = std::map<std::string, std::string>;
 using Errors = std::vector<kmodd::api::Diagnostic>;
 
+constexpr std::chrono::milliseconds kDebounce(20);
+
+// Lets the debounce pass in fake time whenever the source waits for it, until `pred` holds
+// over what the callbacks said. The real-time bound only ends a failing test.
+template <typename Pred>
+bool SettleUntil(kmodd::FakeClock& clock, Collector& got, Pred pred) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!got.WaitFor(pred, std::chrono::milliseconds(1))) {
+    if (std::chrono::steady_clock::now() > give_up) {
+      return false;
+    }
+    if (clock.AwaitWaiters(1, std::chrono::milliseconds(10))) {
+      clock.Advance(kDebounce);
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 TEST_CASE("dir source reads the directory, then follows adds, edits, bad files and deletes") {
@@ -89,29 +113,33 @@ TEST_CASE("dir source reads the directory, then follows adds, edits, bad files a
   std::FILE* devnull = std::fopen("/dev/null", "w");
   kmodd::Logger log(devnull);
   Collector got;
-  DirSource src(dir.path, log, std::chrono::milliseconds(20));
+  kmodd::FakeClock clock;
+  DirSource src(dir.path, clock, log, kDebounce);
   REQUIRE(src.Start([&got](const SourceUpdate& u) { got(u); }).ok());
   // The first read happens before Start returns.
   CHECK(got.Images() == Images{{"demo/a", "r/a:1"}});
 
   Write(dir.path + "/b.yml", ModuleYaml("b", "r/b:1"));
-  CHECK(got.WaitFor([](const Images& i, const Errors&) { return i.count("demo/b") == 1; }));
+  CHECK(SettleUntil(clock, got,
+                    [](const Images& i, const Errors&) { return i.count("demo/b") == 1; }));
 
   Write(dir.path + "/a.yaml", ModuleYaml("a", "r/a:2"));
-  CHECK(got.WaitFor([](const Images& i, const Errors&) { return i.at("demo/a") == "r/a:2"; }));
+  CHECK(SettleUntil(clock, got,
+                    [](const Images& i, const Errors&) { return i.at("demo/a") == "r/a:2"; }));
 
   // Written in place (IN_CLOSE_WRITE), and broken: a:2 stays, the file is reported.
   std::ofstream(dir.path + "/a.yaml") << "apiVersion: kmm.sigs.x-k8s.io/v1beta1\nkind: Module\n"
                                          "metadata: {name: a, namespace: demo}\nspec: [\n";
-  CHECK(got.WaitFor([](const Images&, const Errors& e) { return e.size() == 1; }));
+  CHECK(SettleUntil(clock, got, [](const Images&, const Errors& e) { return e.size() == 1; }));
   CHECK(got.Images().at("demo/a") == "r/a:2");
 
   fs::remove(dir.path + "/b.yml");
-  CHECK(got.WaitFor([](const Images& i, const Errors&) { return i.count("demo/b") == 0; }));
+  CHECK(SettleUntil(clock, got,
+                    [](const Images& i, const Errors&) { return i.count("demo/b") == 0; }));
 
   fs::remove(dir.path + "/a.yaml");
-  CHECK(got.WaitFor(
-      [](const Images& i, const Errors& e) { return i.empty() && e.empty(); }));
+  CHECK(SettleUntil(clock, got,
+                    [](const Images& i, const Errors& e) { return i.empty() && e.empty(); }));
   src.Stop();
   std::fclose(devnull);
 }
@@ -122,28 +150,70 @@ TEST_CASE("dir source leaves a file being written in place alone until its write
   std::FILE* devnull = std::fopen("/dev/null", "w");
   kmodd::Logger log(devnull);
   Collector got;
-  DirSource src(dir.path, log, std::chrono::milliseconds(20));
+  kmodd::FakeClock clock;
+  DirSource src(dir.path, clock, log, kDebounce);
   REQUIRE(src.Start([&got](const SourceUpdate& u) { got(u); }).ok());
 
   // Truncated and still open, while another file's change makes the source read everything.
   std::ofstream in_place(dir.path + "/a.yaml");
   Write(dir.path + "/b.yaml", ModuleYaml("b", "r/b:1"));
-  REQUIRE(got.WaitFor([](const Images& i, const Errors&) { return i.count("demo/b") == 1; }));
+  REQUIRE(SettleUntil(clock, got,
+                      [](const Images& i, const Errors&) { return i.count("demo/b") == 1; }));
   CHECK(got.Images().at("demo/a") == "r/a:1");
 
   in_place << ModuleYaml("a", "r/a:2");
   in_place.close();
-  CHECK(got.WaitFor([](const Images& i, const Errors&) { return i.at("demo/a") == "r/a:2"; }));
+  CHECK(SettleUntil(clock, got,
+                    [](const Images& i, const Errors&) { return i.at("demo/a") == "r/a:2"; }));
 
   // Emptied on purpose (opened, truncated, closed): its Modules go.
   std::ofstream(dir.path + "/a.yaml").close();
-  CHECK(got.WaitFor([](const Images& i, const Errors&) { return i.count("demo/a") == 0; }));
+  CHECK(SettleUntil(clock, got,
+                    [](const Images& i, const Errors&) { return i.count("demo/a") == 0; }));
   src.Stop();
   std::fclose(devnull);
 }
 
 TEST_CASE("dir source refuses a directory that does not exist") {
   kmodd::Logger log(stderr);
-  DirSource src("/nonexistent/kmodd-modules", log);
+  kmodd::FakeClock clock;
+  DirSource src("/nonexistent/kmodd-modules", clock, log);
   CHECK(src.Start([](const SourceUpdate&) {}).code() == absl::StatusCode::kNotFound);
+}
+
+TEST_CASE("dir source reads a change only once its debounce has passed without events") {
+  TempDir dir{"dirsource"};
+  std::FILE* devnull = std::fopen("/dev/null", "w");
+  kmodd::Logger log(devnull);
+  Collector got;
+  kmodd::FakeClock clock;
+  DirSource src(dir.path, clock, log, kDebounce);
+  REQUIRE(src.Start([&got](const SourceUpdate& u) { got(u); }).ok());
+  REQUIRE(got.Updates() == 1);  // the first read, empty
+
+  Write(dir.path + "/a.yaml", ModuleYaml("a", "r/a:1"));
+  REQUIRE(clock.AwaitWaiters(1));  // seen, and waiting for the quiet spell
+  clock.Advance(kDebounce - std::chrono::milliseconds(1));
+  CHECK(got.Updates() == 1);
+  CHECK(got.Images().empty());
+  CHECK(SettleUntil(clock, got,
+                    [](const Images& i, const Errors&) { return i.count("demo/a") == 1; }));
+  src.Stop();
+  std::fclose(devnull);
+}
+
+TEST_CASE("dir source stops while waiting for a quiet spell") {
+  TempDir dir{"dirsource"};
+  std::FILE* devnull = std::fopen("/dev/null", "w");
+  kmodd::Logger log(devnull);
+  Collector got;
+  kmodd::FakeClock clock;
+  DirSource src(dir.path, clock, log, kDebounce);
+  REQUIRE(src.Start([&got](const SourceUpdate& u) { got(u); }).ok());
+  Write(dir.path + "/a.yaml", ModuleYaml("a", "r/a:1"));
+  REQUIRE(clock.AwaitWaiters(1));
+  src.Stop();  // returns without time passing, and reads nothing more
+  CHECK(got.Updates() == 1);
+  CHECK(clock.waiters() == 0);
+  std::fclose(devnull);
 }

@@ -20,7 +20,7 @@ using kmodd::reconcile::Executor;
 using kmodd::reconcile::InTreeRemoval;
 using kmodd::reconcile::Journal;
 using kmodd::reconcile::JournalEntry;
-using kmodd::reconcile::Phase;
+using kmodd::api::Phase;
 using kmodd::reconcile::PlanActions;
 using kmodd::testing::FakeKernel;
 using kmodd::testing::FakeFirmware;

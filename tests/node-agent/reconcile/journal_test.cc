@@ -5,14 +5,16 @@
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "node-agent/reconcile/journal.h"
 
 using kmodd::reconcile::DecodeJournal;
 using kmodd::reconcile::EncodeJournal;
 using kmodd::reconcile::Journal;
 using kmodd::reconcile::JournalEntry;
-using kmodd::reconcile::Phase;
+using kmodd::api::Phase;
 
 TEST_CASE("a journal survives its own encoding") {
   Journal j;
@@ -30,6 +32,27 @@ TEST_CASE("a journal survives its own encoding") {
   auto back = DecodeJournal(EncodeJournal(j), "journal.json");
   REQUIRE(back.ok());
   CHECK(*back == j);
+}
+
+TEST_CASE("a journal keeps the phase names it has always written") {
+  // Journals on nodes outlive agent versions: these spellings are its format.
+  const std::pair<Phase, const char*> rows[] = {{Phase::kLoading, "Loading"},
+                                                {Phase::kLoaded, "Loaded"},
+                                                {Phase::kUnloading, "Unloading"},
+                                                {Phase::kFailed, "Failed"}};
+  for (const auto& [phase, name] : rows) {
+    INFO(name);
+    Journal j;
+    j.boot_id = "b";
+    j.modules["ns/m"].phase = phase;
+    const std::string text = EncodeJournal(j);
+    CHECK(text.find(absl::StrCat("\"", name, "\"")) != std::string::npos);
+    const std::string written = absl::StrCat(
+        R"({"version": 1, "bootId": "b", "modules": {"ns/m": {"phase": ")", name, R"("}}})");
+    absl::StatusOr<Journal> back = DecodeJournal(written, "journal.json");
+    REQUIRE(back.ok());
+    CHECK(back->modules.at("ns/m").phase == phase);
+  }
 }
 
 TEST_CASE("a corrupt journal is an error naming the field, never an exception") {
@@ -54,6 +77,10 @@ TEST_CASE("a corrupt journal is an error naming the field, never an exception") 
       {"phase a number", head + R"("modules": {"ns/m": {"phase": 1}}})",
        "module ns/m: phase is not a string"},
       {"unknown phase", head + R"("modules": {"ns/m": {"phase": "Exploded"}}})", "unknown phase"},
+      {"a phase of the status, not the journal's",
+       head + R"("modules": {"ns/m": {"phase": "Pulling"}}})", "unknown phase"},
+      {"the wire's spelling", head + R"("modules": {"ns/m": {"phase": "LOADED"}}})",
+       "unknown phase"},
       {"loaded not a list", head + R"("modules": {"ns/m": {"phase": "Loaded", "loaded": "a"}}})",
        "module ns/m: loaded is not a list"},
       {"loaded holds a number",

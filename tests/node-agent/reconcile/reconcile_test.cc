@@ -15,7 +15,7 @@ using kmodd::reconcile::Action;
 using kmodd::reconcile::DesiredModule;
 using kmodd::reconcile::Executor;
 using kmodd::reconcile::Journal;
-using kmodd::reconcile::Phase;
+using kmodd::api::Phase;
 using kmodd::reconcile::PlanActions;
 using kmodd::testing::FakeFirmware;
 using kmodd::testing::FakeKernel;

@@ -7,12 +7,12 @@
 #include "tests/fakes/fake_clock.h"
 
 using kmodd::agent::AgentState;
-using kmodd::agent::ModulePhase;
+using kmodd::api::Phase;
 using kmodd::agent::ModuleStatus;
 
 namespace {
 
-ModuleStatus Status(const std::string& key, ModulePhase phase, const std::string& message = "") {
+ModuleStatus Status(const std::string& key, Phase phase, const std::string& message = "") {
   ModuleStatus s;
   s.key = key;
   s.phase = phase;
@@ -25,32 +25,32 @@ ModuleStatus Status(const std::string& key, ModulePhase phase, const std::string
 TEST_CASE("agent state keeps a phase's since time and bumps the generation only on change", "[server]") {
   kmodd::FakeClock clock(absl::FromUnixMillis(1000));
   AgentState state(clock, 16);
-  state.SetModules({Status("a/x", ModulePhase::kLoading)});
+  state.SetModules({Status("a/x", Phase::kLoading)});
   const uint64_t g1 = state.Snapshot().generation;
   clock.Advance(absl::Milliseconds(1000));
-  state.SetModules({Status("a/x", ModulePhase::kLoading)});
+  state.SetModules({Status("a/x", Phase::kLoading)});
   CHECK(state.Snapshot().generation == g1);
-  state.SetModules({Status("a/x", ModulePhase::kLoading, "step 2")});
+  state.SetModules({Status("a/x", Phase::kLoading, "step 2")});
   CHECK(state.Snapshot().generation > g1);
   CHECK(state.Snapshot().modules[0].since_unix_ms == 1000);
   CHECK(state.Snapshot().modules[0].updated_unix_ms == 2000);
   clock.Advance(absl::Milliseconds(1000));
-  state.SetModules({Status("a/x", ModulePhase::kLoaded)});
+  state.SetModules({Status("a/x", Phase::kLoaded)});
   CHECK(state.Snapshot().modules[0].since_unix_ms == 3000);
 }
 
 TEST_CASE("events are replayed from the ring and delivered live to subscribers", "[server]") {
   kmodd::FakeClock clock(absl::FromUnixMillis(1));
   AgentState state(clock, 2);
-  state.SetModules({Status("a/x", ModulePhase::kLoading)});
-  state.SetModules({Status("a/x", ModulePhase::kLoaded)});
-  state.SetModules({Status("a/x", ModulePhase::kFailed)});
+  state.SetModules({Status("a/x", Phase::kLoading)});
+  state.SetModules({Status("a/x", Phase::kLoaded)});
+  state.SetModules({Status("a/x", Phase::kFailed)});
   auto replay = state.Subscribe(true);
   auto live = state.Subscribe(false);
   auto got = replay->Next(clock.MonotonicNow());
   REQUIRE(got.size() == 2);  // the ring holds the last two
-  CHECK(got[0].phase == ModulePhase::kLoaded);
-  CHECK(got[1].phase == ModulePhase::kFailed);
+  CHECK(got[0].phase == Phase::kLoaded);
+  CHECK(got[1].phase == Phase::kFailed);
   CHECK(live->Next(clock.MonotonicNow()).empty());
   state.AddEvent({0, "KernelChanged", "", "remove x", {}, 0, 0});
   auto now = live->Next(clock.MonotonicNow() + std::chrono::seconds(1));
@@ -67,7 +67,7 @@ TEST_CASE("agent state's waits end at a change or at their deadline on the agent
   std::atomic<uint64_t> got{g0};
   std::thread waiter([&] { got = state.WaitForChange(g0, clock.MonotonicNow() + std::chrono::seconds(1)); });
   REQUIRE(clock.AwaitWaiters(1));
-  state.SetModules({Status("a/x", ModulePhase::kLoading)});
+  state.SetModules({Status("a/x", Phase::kLoading)});
   waiter.join();
   CHECK(got.load() > g0);
   // Without a change, only the clock ends it: at the deadline, not before.

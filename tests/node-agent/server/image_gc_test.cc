@@ -19,7 +19,7 @@
 
 namespace fs = std::filesystem;
 using kmodd::agent::ImageGc;
-using kmodd::agent::ModulePhase;
+using kmodd::api::Phase;
 using kmodd::testing::Eventually;
 using kmodd::testing::PhaseIs;
 using std::chrono::minutes;
@@ -168,7 +168,7 @@ TEST_CASE("the image GC keeps the trees in use and removes the others, never dur
   const std::string a = r.Image("a", "mod_a");
   const std::string b = r.Image("b", "mod_b");
   r.rec->SetDesired({"v1", "controller", {kmodd::testing::Spec("ns", "a", a, "mod_a")}, {}});
-  REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", ModulePhase::kLoaded); },
+  REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", Phase::kLoaded); },
                      std::chrono::seconds(30)));
   const std::set<std::string> in_use = r.Trees();  // ns/a's
   REQUIRE(in_use.size() == 1);
@@ -201,7 +201,7 @@ TEST_CASE("the image GC keeps the trees in use and removes the others, never dur
     r.gate.open = true;
   }
   r.gate.cv.notify_all();
-  REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/slow", ModulePhase::kLoaded); },
+  REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/slow", Phase::kLoaded); },
                      std::chrono::seconds(30)));
   auto none = kmodd::agent::PruneUnusedImages(*r.rec, r.cache, r.state);
   REQUIRE(none.ok());

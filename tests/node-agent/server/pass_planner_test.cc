@@ -187,7 +187,7 @@ TEST_CASE("a pass plans the action planner's actions that fail-static allows, an
   observed.modules = {old_mod};
   kmodd::reconcile::Journal journal;
   journal.boot_id = "boot-1";
-  journal.modules["ns/old"].phase = kmodd::reconcile::Phase::kLoaded;
+  journal.modules["ns/old"].phase = kmodd::api::Phase::kLoaded;
   journal.modules["ns/old"].loaded = {"old_mod"};
   journal.in_tree_removed = {{"i915", "i915", "ns/old"}};
   kmodd::reconcile::DesiredModule broken;

@@ -14,7 +14,7 @@ using kmodd::agent::DerivedPhase;
 using kmodd::agent::DerivePhase;
 using kmodd::agent::ErrorClass;
 using kmodd::agent::ModuleFacts;
-using kmodd::agent::ModulePhase;
+using kmodd::api::Phase;
 using std::chrono::milliseconds;
 
 TEST_CASE("backoff doubles from its start, is capped, and jitters within the upper half", "[server]") {
@@ -38,7 +38,7 @@ TEST_CASE("a Module's phase follows what the reconciler knows, in order", "[serv
   struct Row {
     const char* what;
     ModuleFacts facts;
-    ModulePhase phase;
+    Phase phase;
     ErrorClass error_class;
   };
   auto facts = [](auto f) {
@@ -48,25 +48,25 @@ TEST_CASE("a Module's phase follows what the reconciler knows, in order", "[serv
     return m;
   };
   const Row rows[] = {
-      {"desired, nothing yet", facts([](ModuleFacts&) {}), ModulePhase::kPending, ErrorClass::kNone},
-      {"image being pulled", facts([](ModuleFacts& m) { m.pulling = true; }), ModulePhase::kPulling,
+      {"desired, nothing yet", facts([](ModuleFacts&) {}), Phase::kPending, ErrorClass::kNone},
+      {"image being pulled", facts([](ModuleFacts& m) { m.pulling = true; }), Phase::kPulling,
        ErrorClass::kNone},
       {"being loaded", facts([](ModuleFacts& m) { m.acting = ModuleFacts::Acting::kLoad; }),
-       ModulePhase::kLoading, ErrorClass::kNone},
+       Phase::kLoading, ErrorClass::kNone},
       {"in the kernel as desired", facts([](ModuleFacts& m) { m.converged = true; }),
-       ModulePhase::kLoaded, ErrorClass::kNone},
+       Phase::kLoaded, ErrorClass::kNone},
       {"converged wins over an old error",
        facts([&](ModuleFacts& m) { m.converged = true; m.last_error = busy; }),
-       ModulePhase::kLoaded, ErrorClass::kNone},
-      {"busy: retried", facts([&](ModuleFacts& m) { m.last_error = busy; }), ModulePhase::kFailed,
+       Phase::kLoaded, ErrorClass::kNone},
+      {"busy: retried", facts([&](ModuleFacts& m) { m.last_error = busy; }), Phase::kFailed,
        ErrorClass::kRetry},
       {"not permitted: terminal", facts([&](ModuleFacts& m) { m.last_error = perm; }),
-       ModulePhase::kFailed, ErrorClass::kTerminal},
+       Phase::kFailed, ErrorClass::kTerminal},
       {"bad image: terminal", facts([&](ModuleFacts& m) { m.problem = vermagic; }),
-       ModulePhase::kFailed, ErrorClass::kTerminal},
-      {"no longer desired", ModuleFacts{}, ModulePhase::kUnloading, ErrorClass::kNone},
+       Phase::kFailed, ErrorClass::kTerminal},
+      {"no longer desired", ModuleFacts{}, Phase::kUnloading, ErrorClass::kNone},
       {"being unloaded", [] { ModuleFacts m; m.acting = ModuleFacts::Acting::kUnload; return m; }(),
-       ModulePhase::kUnloading, ErrorClass::kNone},
+       Phase::kUnloading, ErrorClass::kNone},
   };
   for (const auto& r : rows) {
     INFO(r.what);
@@ -84,7 +84,7 @@ TEST_CASE("metrics text lists every phase and the action counters", "[server]") 
   m.RecordAction("unload", true, 0.001);
   kmodd::agent::MetricsSnapshot s = m.Snapshot();
   s.controller_connected = true;
-  s.modules_by_phase["Loaded"] = 2;
+  s.modules_by_phase[kmodd::api::Phase::kLoaded] = 2;
   const std::string text = kmodd::agent::RenderMetrics(s);
   CHECK(text.find("kmodd_agent_controller_connected 1\n") != std::string::npos);
   CHECK(text.find("kmodd_agent_modules{phase=\"Loaded\"} 2\n") != std::string::npos);

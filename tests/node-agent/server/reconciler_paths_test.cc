@@ -14,7 +14,7 @@
 
 using kmodd::agent::DesiredState;
 using kmodd::agent::ErrorClass;
-using kmodd::agent::ModulePhase;
+using kmodd::api::Phase;
 using kmodd::testing::Eventually;
 using kmodd::testing::FindStatus;
 using kmodd::testing::PhaseIs;
@@ -116,7 +116,7 @@ TEST_CASE("a dirName or firmwarePath leaving the image is refused where it is us
       kmodd::api::NodeModuleSpec spec = Spec("ns", "a", r.image, "mod_a");
       row.breaks(spec);
       r.Desire({spec}, "v1");
-      REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", ModulePhase::kFailed); }));
+      REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", Phase::kFailed); }));
       const auto snap = r.state.Snapshot();
       const auto* st = FindStatus(snap, "ns/a");
       CHECK_THAT(st->message, Catch::StartsWith(row.message));
@@ -142,7 +142,7 @@ TEST_CASE("staged firmware that shadows a host file is a warning in the status, 
   REQUIRE(Eventually([&] {
     const auto snap = r.state.Snapshot();
     const auto* st = FindStatus(snap, "ns/a");
-    return st != nullptr && st->phase == ModulePhase::kLoaded &&
+    return st != nullptr && st->phase == Phase::kLoaded &&
            st->warnings == std::vector<std::string>{warning};
   }));
   // Not refused: the module runs with its firmware staged.

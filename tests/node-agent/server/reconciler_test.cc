@@ -11,7 +11,7 @@
 
 using kmodd::agent::AgentState;
 using kmodd::agent::DesiredState;
-using kmodd::agent::ModulePhase;
+using kmodd::api::Phase;
 using kmodd::agent::Reconciler;
 using kmodd::testing::Eventually;
 using kmodd::testing::FakeFirmware;
@@ -103,7 +103,7 @@ TEST_CASE("the daemon's reconciler loads the desired Modules and reports them Lo
   Rig r;
   r.Desire({Spec("ns", "a", "dir:" + r.img_a, "mod_a"), Spec("ns", "b", "dir:" + r.img_b, "mod_b")});
   REQUIRE(Eventually([&] {
-    return PhaseIs(r.state, "ns/a", ModulePhase::kLoaded) && PhaseIs(r.state, "ns/b", ModulePhase::kLoaded);
+    return PhaseIs(r.state, "ns/a", Phase::kLoaded) && PhaseIs(r.state, "ns/b", Phase::kLoaded);
   }));
   CHECK(r.Loaded("mod_a"));
   CHECK(r.Loaded("mod_b"));
@@ -117,7 +117,7 @@ TEST_CASE("one failing Module does not keep the others from loading", "[server]"
   r.kernel.With([](kmodd::testing::FakeKernel& k) { k.fail_insert["mod_a"] = EPERM; return 0; });
   r.Desire({Spec("ns", "a", "dir:" + r.img_a, "mod_a"), Spec("ns", "b", "dir:" + r.img_b, "mod_b")});
   REQUIRE(Eventually([&] {
-    return PhaseIs(r.state, "ns/a", ModulePhase::kFailed) && PhaseIs(r.state, "ns/b", ModulePhase::kLoaded);
+    return PhaseIs(r.state, "ns/a", Phase::kFailed) && PhaseIs(r.state, "ns/b", Phase::kLoaded);
   }));
   const auto snap = r.state.Snapshot();
   CHECK(kmodd::testing::FindStatus(snap, "ns/a")->error_class == kmodd::agent::ErrorClass::kTerminal);
@@ -127,21 +127,21 @@ TEST_CASE("a transient kernel failure is retried with backoff until it loads", "
   Rig r;
   r.kernel.With([](kmodd::testing::FakeKernel& k) { k.fail_insert["mod_a"] = EBUSY; return 0; });
   r.Desire({Spec("ns", "a", "dir:" + r.img_a, "mod_a")});
-  REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", ModulePhase::kFailed); }));
+  REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", Phase::kFailed); }));
   r.kernel.With([](kmodd::testing::FakeKernel& k) { k.fail_insert.clear(); return 0; });
   REQUIRE(r.clock.AwaitWaiters(1));  // the worker waits for the retry
   r.clock.Advance(std::chrono::milliseconds(100));  // the backoff's cap
-  REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", ModulePhase::kLoaded); }));
+  REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", Phase::kLoaded); }));
 }
 
 TEST_CASE("a slow pull does not delay another Module's load", "[server]") {
   Rig r;
   r.Desire({Spec("ns", "a", "slow:registry/a:1", "mod_a"), Spec("ns", "b", "dir:" + r.img_b, "mod_b")});
   REQUIRE(Eventually([&] {
-    return PhaseIs(r.state, "ns/a", ModulePhase::kPulling) && PhaseIs(r.state, "ns/b", ModulePhase::kLoaded);
+    return PhaseIs(r.state, "ns/a", Phase::kPulling) && PhaseIs(r.state, "ns/b", Phase::kLoaded);
   }));
   r.gate.Open(r.img_a);
-  REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", ModulePhase::kLoaded); }));
+  REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", Phase::kLoaded); }));
   CHECK(r.Loaded("mod_a"));
 }
 
@@ -149,7 +149,7 @@ TEST_CASE("an exception out of a pull fails that pull; the agent goes on", "[ser
   Rig r;
   r.Desire({Spec("ns", "a", "throw:registry/a:1", "mod_a"), Spec("ns", "b", "dir:" + r.img_b, "mod_b")});
   REQUIRE(Eventually([&] {
-    return PhaseIs(r.state, "ns/a", ModulePhase::kFailed) && PhaseIs(r.state, "ns/b", ModulePhase::kLoaded);
+    return PhaseIs(r.state, "ns/a", Phase::kFailed) && PhaseIs(r.state, "ns/b", Phase::kLoaded);
   }));
   const auto snap = r.state.Snapshot();
   CHECK_THAT(kmodd::testing::FindStatus(snap, "ns/a")->message,
@@ -157,13 +157,13 @@ TEST_CASE("an exception out of a pull fails that pull; the agent goes on", "[ser
                              "a bug the store did not catch"));
   // The pull threads still serve: the next desired state loads.
   r.Desire({Spec("ns", "a", "dir:" + r.img_a, "mod_a")}, "v2");
-  REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", ModulePhase::kLoaded); }));
+  REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", Phase::kLoaded); }));
 }
 
 TEST_CASE("after a restart without any desired state, nothing kmodd loaded is unloaded", "[server]") {
   Rig r;
   r.Desire({Spec("ns", "a", "dir:" + r.img_a, "mod_a")});
-  REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", ModulePhase::kLoaded); }));
+  REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", Phase::kLoaded); }));
   r.rec.reset();
   AgentState fresh(r.clock);
   kmodd::agent::ReconcilerOptions o;
@@ -171,14 +171,14 @@ TEST_CASE("after a restart without any desired state, nothing kmodd loaded is un
   Reconciler again(r.kernel, &r.firmware, fresh, r.metrics, r.log, r.clock, o);
   REQUIRE(again.Start().ok());
   REQUIRE(Eventually([&] { return again.passes() >= 1; }));
-  CHECK(PhaseIs(fresh, "ns/a", ModulePhase::kLoaded));
+  CHECK(PhaseIs(fresh, "ns/a", Phase::kLoaded));
   CHECK(r.Loaded("mod_a"));
 }
 
 TEST_CASE("a desired state without a Module unloads it, only what kmodd loaded", "[server]") {
   Rig r;
   r.Desire({Spec("ns", "a", "dir:" + r.img_a, "mod_a")});
-  REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", ModulePhase::kLoaded); }));
+  REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", Phase::kLoaded); }));
   r.Desire({}, "v2");
   REQUIRE(Eventually([&] { return !r.Loaded("mod_a") && r.state.Snapshot().modules.empty(); }));
 }
@@ -186,7 +186,7 @@ TEST_CASE("a desired state without a Module unloads it, only what kmodd loaded",
 TEST_CASE("a debugging override lasts until the next desired state", "[server]") {
   Rig r;
   r.Desire({Spec("ns", "a", "dir:" + r.img_a, "mod_a")});
-  REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", ModulePhase::kLoaded); }));
+  REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", Phase::kLoaded); }));
   const std::string msg = r.rec->OverrideUnload("ns/a");
   CHECK(msg.find("next desired state") != std::string::npos);
   REQUIRE(Eventually([&] { return !r.Loaded("mod_a"); }));
@@ -199,7 +199,7 @@ TEST_CASE("a debugging override lasts until the next desired state", "[server]")
 TEST_CASE("plan shows what a pass would do without doing it", "[server]") {
   Rig r;
   r.Desire({Spec("ns", "a", "dir:" + r.img_a, "mod_a")});
-  REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", ModulePhase::kLoaded); }));
+  REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", Phase::kLoaded); }));
   REQUIRE(Eventually([&] { return r.rec->PreviewPass().ok() && r.rec->PreviewPass()->actions.empty(); }));
   r.kernel.With([](kmodd::testing::FakeKernel& k) { return k.loaded.erase("mod_a"); });
   auto plan = r.rec->PreviewPass();  // the reconciler was not kicked: it has not seen the drift
@@ -220,7 +220,7 @@ TEST_CASE("the daemon loads an in-tree module again once the Module that replace
   auto replacing = Spec("ns", "a", "dir:" + r.img_a, "mod_a");
   replacing.config.in_tree_modules_to_remove = {"intree_a"};
   r.Desire({replacing});
-  REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", ModulePhase::kLoaded); }));
+  REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", Phase::kLoaded); }));
   CHECK_FALSE(r.Loaded("intree_a"));
   const bool fails = GENERATE(false, true);
   if (fails) {  // e.g. lockdown since: reported, and the Module's unload still finishes

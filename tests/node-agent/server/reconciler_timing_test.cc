@@ -13,7 +13,7 @@
 #include "server_rig.h"
 #include "tests/fakes/fake_clock.h"
 
-using kmodd::agent::ModulePhase;
+using kmodd::api::Phase;
 using kmodd::testing::Eventually;
 using kmodd::testing::PhaseIs;
 using std::chrono::minutes;
@@ -95,7 +95,7 @@ TEST_CASE("a pass that runs longer than wedged_after fails /healthz until it end
   CHECK(r.rec->Wedged());
   CHECK(healthz() == 503);
   r.kernel.Release();
-  REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", ModulePhase::kLoaded); }));
+  REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", Phase::kLoaded); }));
   REQUIRE(Eventually([&] { return !r.rec->Wedged(); }));
   CHECK(healthz() == 200);
   // Idle for long is not wedged: only a pass in progress counts.
@@ -108,7 +108,7 @@ TEST_CASE("the reconciler repairs drift no event reported at the next resync per
           "[server][timing]") {
   TimingRig<kmodd::testing::LockedKernel> r;
   r.Desire();
-  REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", ModulePhase::kLoaded); }));
+  REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", Phase::kLoaded); }));
   REQUIRE(r.clock.AwaitWaiters(1));
   // Removed behind kmodd's back, and no uevent said so.
   r.kernel.With([](kmodd::testing::FakeKernel& k) { return k.loaded.erase("mod_a"); });
@@ -132,11 +132,11 @@ TEST_CASE("a retry whose backoff ended during a long pass runs right after it, n
                       kmodd::testing::Spec("ns", "b", image_b, "mod_b")},
                      {}});
   REQUIRE(r.kernel.AwaitStuck());
-  REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", ModulePhase::kFailed); }));
+  REQUIRE(Eventually([&] { return PhaseIs(r.state, "ns/a", Phase::kFailed); }));
   r.kernel.With([](kmodd::testing::FakeKernel& k) { return k.fail_insert.erase("mod_a"); });
   r.clock.Advance(std::chrono::seconds(1));  // ns/a's retry is due while the pass still runs
   r.kernel.Release();
   // No more time passes: the retry must not wait for the resync period.
   REQUIRE(Eventually([&] { return r.Loaded("mod_a"); }));
-  CHECK(PhaseIs(r.state, "ns/b", ModulePhase::kLoaded));
+  CHECK(PhaseIs(r.state, "ns/b", Phase::kLoaded));
 }

@@ -18,7 +18,7 @@
 namespace {
 
 using kmodd::agent::ErrorClass;
-using kmodd::agent::ModulePhase;
+using kmodd::api::Phase;
 using kmodd::testing::Eventually;
 using kmodd::testing::FindStatus;
 
@@ -65,7 +65,7 @@ TEST_CASE("a pull secret the real registry refuses is retried as an auth problem
     const std::string reg = registry.Env("KMODD_REGISTRY");
     rec.SetDesired({"v1", "controller", {spec}, {{"ns/pull", Secret(reg, "kmodd", "wrong")}}});
 
-    REQUIRE(Eventually([&] { return kmodd::testing::PhaseIs(state, "ns/a", ModulePhase::kFailed); },
+    REQUIRE(Eventually([&] { return kmodd::testing::PhaseIs(state, "ns/a", Phase::kFailed); },
                        std::chrono::seconds(20)));
     const auto snap = state.Snapshot();
     const auto* m = FindStatus(snap, "ns/a");
@@ -87,7 +87,7 @@ TEST_CASE("a pull secret the real registry refuses is retried as an auth problem
     const uint64_t before = rec.passes();
     rec.Kick();
     REQUIRE(Eventually([&] { return rec.passes() > before; }));
-    CHECK(kmodd::testing::PhaseIs(state, "ns/a", ModulePhase::kFailed));  // not Pulling
+    CHECK(kmodd::testing::PhaseIs(state, "ns/a", Phase::kFailed));  // not Pulling
     REQUIRE(clock.AwaitWaiters(1));
     CHECK(pulls.load() == 1);
     // Past the longest first delay: pulled again and refused again (the pass the gate wakes
@@ -96,14 +96,14 @@ TEST_CASE("a pull secret the real registry refuses is retried as an auth problem
     clock.Advance(std::chrono::milliseconds(501));
     REQUIRE(Eventually([&] { return rec.passes() >= retried + 2; }, std::chrono::seconds(20)));
     CHECK(pulls.load() == 2);
-    CHECK(kmodd::testing::PhaseIs(state, "ns/a", ModulePhase::kFailed));
+    CHECK(kmodd::testing::PhaseIs(state, "ns/a", Phase::kFailed));
     REQUIRE(clock.AwaitWaiters(1));
     // The second delay doubles: [1 s, 2 s). Not before 1 s...
     clock.Advance(std::chrono::milliseconds(999));
     const uint64_t again = rec.passes();
     rec.Kick();
     REQUIRE(Eventually([&] { return rec.passes() > again; }));
-    CHECK(kmodd::testing::PhaseIs(state, "ns/a", ModulePhase::kFailed));
+    CHECK(kmodd::testing::PhaseIs(state, "ns/a", Phase::kFailed));
     REQUIRE(clock.AwaitWaiters(1));
     CHECK(pulls.load() == 2);
     // ...and by 2 s.
@@ -113,7 +113,7 @@ TEST_CASE("a pull secret the real registry refuses is retried as an auth problem
     // The Secret fixed: the same desired state version, the next retry loads it.
     rec.SetDesired(
         {"v1", "controller", {spec}, {{"ns/pull", Secret(reg, "kmodd", registry.Env("KMODD_REGISTRY_PASSWORD"))}}});
-    REQUIRE(Eventually([&] { return kmodd::testing::PhaseIs(state, "ns/a", ModulePhase::kLoaded); },
+    REQUIRE(Eventually([&] { return kmodd::testing::PhaseIs(state, "ns/a", Phase::kLoaded); },
                        std::chrono::seconds(20)));
     CHECK(kernel.With([](kmodd::testing::FakeKernel& k) { return k.IsLoaded("mod_a"); }));
   }

@@ -121,7 +121,7 @@ inline const agent::ModuleStatus* FindStatus(const agent::AgentSnapshot& s,
 }
 
 inline bool PhaseIs(const agent::AgentState& state, const std::string& key,
-                    agent::ModulePhase phase) {
+                    api::Phase phase) {
   const agent::AgentSnapshot s = state.Snapshot();
   const agent::ModuleStatus* m = FindStatus(s, key);
   return m != nullptr && m->phase == phase;

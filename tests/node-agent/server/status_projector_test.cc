@@ -12,7 +12,7 @@
 using kmodd::agent::ErrorClass;
 using kmodd::agent::FailStatic;
 using kmodd::agent::ImageFacts;
-using kmodd::agent::ModulePhase;
+using kmodd::api::Phase;
 using kmodd::agent::ModuleStatus;
 using kmodd::agent::PreparedModule;
 using kmodd::agent::ProjectStatus;
@@ -58,7 +58,7 @@ struct World {
     observed.modules.push_back(lm);
     auto& e = journal.modules[key];
     e.fingerprint = fingerprint;
-    e.phase = kmodd::reconcile::Phase::kLoaded;
+    e.phase = Phase::kLoaded;
     e.loaded = {mod};
     e.source = "r/" + mod + ":0";
   }
@@ -79,25 +79,25 @@ TEST_CASE("each Module's status row says what the pass knows of it", "[server][s
   struct Row {
     const char* what;
     std::function<void(World&)> given;
-    ModulePhase phase;
+    Phase phase;
     std::string message;  // a prefix
     ErrorClass error_class;
   };
   const std::vector<Row> rows = {
-      {"desired, nothing done yet", [](World& w) { w.Desire("ns/a", "mod_a"); }, ModulePhase::kPending,
+      {"desired, nothing done yet", [](World& w) { w.Desire("ns/a", "mod_a"); }, Phase::kPending,
        "", ErrorClass::kNone},
       {"desired and in the kernel as desired",
        [](World& w) {
          w.Desire("ns/a", "mod_a");
          w.Loaded("ns/a", "mod_a");
        },
-       ModulePhase::kLoaded, "", ErrorClass::kNone},
+       Phase::kLoaded, "", ErrorClass::kNone},
       {"its image being pulled",
        [](World& w) {
          w.Desire("ns/a", "mod_a").pulling = true;
          w.modules.back().prepared.problem = absl::UnavailableError("pulling r/mod_a:1");
        },
-       ModulePhase::kPulling, "", ErrorClass::kNone},
+       Phase::kPulling, "", ErrorClass::kNone},
       {"its pull refused by the registry, retried",
        [](World& w) {
          w.Desire("ns/a", "mod_a");
@@ -105,61 +105,61 @@ TEST_CASE("each Module's status row says what the pass knows of it", "[server][s
          w.ctx.images["ns/a"] = ImageFacts{refused, ""};
          w.gates.Record("ns/a", refused, kT0, 0.0, std::nullopt, false);
        },
-       ModulePhase::kFailed, "registry refused the credentials (will retry)", ErrorClass::kRetry},
+       Phase::kFailed, "registry refused the credentials (will retry)", ErrorClass::kRetry},
       {"a preparation problem (vermagic)",
        [](World& w) {
          w.Desire("ns/a", "mod_a").prepared.problem = absl::InvalidArgumentError("vermagic mismatch");
        },
-       ModulePhase::kFailed, "vermagic mismatch (not retried until the desired state changes)",
+       Phase::kFailed, "vermagic mismatch (not retried until the desired state changes)",
        ErrorClass::kTerminal},
       {"its load failed, retried",
        [](World& w) {
          w.Desire("ns/a", "mod_a");
          w.gates.Record("ns/a", kBusy, kT0, 0.0, std::nullopt, false);
        },
-       ModulePhase::kFailed, std::string(kBusy.message()) + " (will retry)", ErrorClass::kRetry},
+       Phase::kFailed, std::string(kBusy.message()) + " (will retry)", ErrorClass::kRetry},
       {"being loaded",
        [](World& w) {
          w.Desire("ns/a", "mod_a");
          w.ctx.acting = {{"ns/a", kmodd::agent::ModuleFacts::Acting::kLoad}};
        },
-       ModulePhase::kLoading, "", ErrorClass::kNone},
+       Phase::kLoading, "", ErrorClass::kNone},
       {"drift: loaded before, a module gone since",
        [](World& w) {
          w.Desire("ns/a", "mod_a");
          w.Loaded("ns/a", "mod_a");
          w.observed.modules.clear();
        },
-       ModulePhase::kPending, "drift: reloading", ErrorClass::kNone},
+       Phase::kPending, "drift: reloading", ErrorClass::kNone},
       {"no longer desired",
-       [](World& w) { w.Loaded("ns/a", "mod_a"); }, ModulePhase::kUnloading, "no longer desired",
+       [](World& w) { w.Loaded("ns/a", "mod_a"); }, Phase::kUnloading, "no longer desired",
        ErrorClass::kNone},
       {"no longer desired, being unloaded",
        [](World& w) {
          w.Loaded("ns/a", "mod_a");
          w.ctx.acting = {{"ns/a", kmodd::agent::ModuleFacts::Acting::kUnload}};
        },
-       ModulePhase::kUnloading, "", ErrorClass::kNone},
+       Phase::kUnloading, "", ErrorClass::kNone},
       {"no desired state yet: kept as the journal has it",
        [](World& w) {
          w.Loaded("ns/a", "mod_a");
          w.ctx.fail_static = FailStatic{false, {}};
        },
-       ModulePhase::kLoaded, "no desired state yet: kept as the journal has it", ErrorClass::kNone},
+       Phase::kLoaded, "no desired state yet: kept as the journal has it", ErrorClass::kNone},
       {"no desired state yet, failed in the journal",
        [](World& w) {
          w.Loaded("ns/a", "mod_a");
-         w.journal.modules["ns/a"].phase = kmodd::reconcile::Phase::kFailed;
+         w.journal.modules["ns/a"].phase = Phase::kFailed;
          w.journal.modules["ns/a"].message = "insert mod_a: EPERM";
          w.ctx.fail_static = FailStatic{false, {}};
        },
-       ModulePhase::kFailed, "insert mod_a: EPERM", ErrorClass::kNone},
+       Phase::kFailed, "insert mod_a: EPERM", ErrorClass::kNone},
       {"no desired state yet, but an unload override",
        [](World& w) {
          w.Loaded("ns/a", "mod_a");
          w.ctx.fail_static = FailStatic{false, {"ns/a"}};
        },
-       ModulePhase::kUnloading, "no longer desired", ErrorClass::kNone},
+       Phase::kUnloading, "no longer desired", ErrorClass::kNone},
   };
   for (const auto& row : rows) {
     SECTION(row.what) {

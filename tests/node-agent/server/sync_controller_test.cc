@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/file.h"
 #include "controller/server/hub.h"
 #include "controller/server/sync_server.h"
@@ -26,7 +27,7 @@
 #include "server_rig.h"
 #include "tests/common/http/test_pki.h"
 
-using kmodd::agent::ModulePhase;
+using kmodd::api::Phase;
 using kmodd::testing::Eventually;
 using kmodd::testing::PhaseIs;
 using namespace std::chrono_literals;  // NOLINT(google-build-using-namespace)
@@ -44,9 +45,8 @@ std::string ModuleYaml(const std::string& image, const std::string& module) {
 // The controller as kmodd-controller runs it standalone: directory source, hub, Sync server.
 struct Controller {
   Controller(const std::string& manifests, kmodd::server::ServerOptions opts, kmodd::Logger& log)
-      : hub({"run-" + std::to_string(++runs), 10min}, [] { return int64_t{1'700'000'000'000}; },
-            log),
-        source(manifests, log, 20ms),
+      : hub({"run-" + std::to_string(++runs), 10min}, clock, log),
+        source(manifests, clock, log, 20ms),
         server(hub, std::move(opts), log) {
     REQUIRE(source.Start([this](const kmodd::source::SourceUpdate& u) { hub.ApplySource(u); }).ok());
     REQUIRE(server.Start().ok());
@@ -73,10 +73,12 @@ struct Controller {
       UNSCOPED_INFO("node " << node << ": connected=" << n->connected << " pushed="
                             << n->pushed_version << " acked=" << n->acked_version
                             << " applied=" << n->applied_version << " nack=" << n->nack_error
-                            << " modules=" << n->modules.size()
-                            << (n->modules.empty() ? "" : " first=" + n->modules[0].key + " " +
-                                                              n->modules[0].phase + " " +
-                                                              n->modules[0].message));
+                            << " modules=" << n->modules.size());
+      if (!n->modules.empty()) {
+        UNSCOPED_INFO("first module: " << n->modules[0].key << " "
+                                       << kmodd::api::PhaseName(n->modules[0].phase) << " "
+                                       << n->modules[0].message);
+      }
     }
     if (log_text) {
       UNSCOPED_INFO("controller log:\n" << log_text());
@@ -85,6 +87,8 @@ struct Controller {
   }
   static inline int runs = 0;
   std::function<std::string()> log_text;  // for a failure's message
+  // Real time: a real agent and a real Sync stream run against it.
+  kmodd::RealClock clock;
   kmodd::server::Hub hub;
   kmodd::source::DirSource source;
   kmodd::server::SyncServer server;
@@ -93,7 +97,7 @@ struct Controller {
 // The node reports demo/a Loaded from the image with `digest`, working on what it was sent.
 bool ReportsLoaded(const kmodd::server::NodeRecord& n, const std::string& digest) {
   return n.connected && n.modules.size() == 1 && n.modules[0].key == "demo/a" &&
-         n.modules[0].phase == "Loaded" && n.modules[0].image_digest == digest &&
+         n.modules[0].phase == kmodd::api::Phase::kLoaded && n.modules[0].image_digest == digest &&
          n.acked_version == n.pushed_version && n.applied_version == n.pushed_version;
 }
 
@@ -174,7 +178,7 @@ TEST_CASE("the real Sync client and server: desired state, reports, and a contro
     controller.reset();
     REQUIRE(Eventually([&] { return !state.Snapshot().controller.connected; }, 10s));
     CHECK(loaded("mod_a"));
-    CHECK(PhaseIs(state, "demo/a", ModulePhase::kLoaded));
+    CHECK(PhaseIs(state, "demo/a", Phase::kLoaded));
 
     // A new controller on the same address, from the manifests as they are now (the Module
     // moved to v2 meanwhile): the agent reconnects, gets the new state and applies it.

@@ -17,7 +17,7 @@
 #include "proto/convert.h"
 #include "server_rig.h"
 
-using kmodd::agent::ModulePhase;
+using kmodd::api::Phase;
 using kmodd::testing::Eventually;
 using kmodd::testing::PhaseIs;
 using kmodd::testing::Spec;
@@ -243,7 +243,7 @@ TEST_CASE("when the controller goes away the module stays loaded, and the agent 
   agent.rec->Kick();
   REQUIRE(Eventually([&] { return agent.Loaded("mod_a"); }));
   // The status is published after the insert: wait for it, not only for the kernel.
-  REQUIRE(Eventually([&] { return PhaseIs(agent.state, "ns/a", ModulePhase::kLoaded); }));
+  REQUIRE(Eventually([&] { return PhaseIs(agent.state, "ns/a", Phase::kLoaded); }));
   ctl.Start(grpc::InsecureServerCredentials());  // same port
   REQUIRE(ctl.svc.WaitFor([&] { return ctl.svc.hellos.size() == 2; }));
   REQUIRE(Eventually([&] { return agent.state.Snapshot().controller.connected; }));
