@@ -284,7 +284,10 @@ std::string FlagSet::Closest(absl::string_view name) const {
   }
   size_t best_distance = std::max<size_t>(1, name.size() / 3) + 1;
   for (const auto& f : flags_) {
-    for (const auto& n : f->positional ? std::vector<std::string>{} : f->names) {
+    if (f->positional) {
+      continue;
+    }
+    for (const auto& n : f->names) {
       if (const size_t d = EditDistance(name, n); d < best_distance) {
         best = n;
         best_distance = d;
