@@ -67,6 +67,7 @@ int main(int argc, char** argv) {
     return flags.UsageError(std::cerr, "no COMMAND to run");
   }
   std::vector<char*> exec_argv;
+  exec_argv.reserve(command.size() + 1);
   for (std::string& word : command) {
     exec_argv.push_back(word.data());
   }
