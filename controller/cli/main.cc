@@ -2,9 +2,12 @@
 // should run. This binary is the command-line front; each subcommand lives in its own file.
 
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "common/flags.h"
 #include "controller/cli/commands.h"
 
 namespace {
@@ -22,33 +25,37 @@ constexpr Command kCommands[] = {
     {"status", kmodd::cli::StatusCommand, "show Module status as the running controller wrote it"},
 };
 
-void Usage(std::ostream& os) {
-  os << "usage: kmodd-controller COMMAND [ARGS]\n\ncommands:\n";
+std::string Usage() {
+  std::string usage = "usage: kmodd-controller COMMAND [ARGS]\n\ncommands:\n";
   for (const auto& c : kCommands) {
-    os << "  " << c.name << std::string(10 - std::string(c.name).size(), ' ') << c.help << "\n";
+    absl::StrAppend(&usage, "  ", c.name, std::string(10 - std::string(c.name).size(), ' '),
+                    c.help, "\n");
   }
-  os << "\n`kmodd-controller COMMAND --help` describes each command.\n";
+  absl::StrAppend(&usage, "\n`kmodd-controller COMMAND --help` describes each command.\n");
+  return usage;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    Usage(std::cerr);
-    return 2;
+  std::string name;
+  std::vector<std::string> args;
+  kmodd::flags::FlagSet flags("kmodd-controller", Usage());
+  flags.Positional("COMMAND", "", &name).Needs("a COMMAND");
+  flags.Rest("ARGS", "", &args);
+  flags.StopAtFirstPositional();  // the rest is the command's
+  if (std::optional<int> exit =
+          flags.ParseOrExit(std::vector<std::string>(argv + 1, argv + argc), std::cout, std::cerr)) {
+    return *exit;
   }
-  const std::string name = argv[1];
-  if (name == "-h" || name == "--help" || name == "help") {
-    Usage(std::cout);
+  if (name == "help") {
+    std::cout << flags.Help();
     return 0;
   }
-  std::vector<std::string> args(argv + 2, argv + argc);
   for (const auto& c : kCommands) {
     if (name == c.name) {
       return c.run(args, std::cout, std::cerr);
     }
   }
-  std::cerr << "error: unknown command \"" << name << "\"\n";
-  Usage(std::cerr);
-  return 2;
+  return flags.UsageError(std::cerr, absl::StrCat("unknown command \"", name, "\""));
 }

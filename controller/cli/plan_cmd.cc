@@ -1,5 +1,7 @@
+#include <optional>
 #include <ostream>
 
+#include "common/flags.h"
 #include "controller/cli/commands.h"
 #include "controller/cli/inputs.h"
 #include "controller/cli/output.h"
@@ -11,11 +13,7 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: kmodd-controller plan --modules PATH [--modules PATH...] --nodes FILE\n"
-    "                             [-o yaml|json|table]\n"
-    "  --modules  a Module manifest or a directory of them\n"
-    "  --nodes    what `kubectl get nodes -o yaml` prints, or Node documents\n"
-    "  -o         yaml (default) and json print a v1 List of NodeModulesConfig, one per node\n"
-    "             that runs at least one module; table also says why the rest do not\n";
+    "                             [-o yaml|json|table]\n";
 
 }  // namespace
 
@@ -23,35 +21,19 @@ int PlanCommand(const std::vector<std::string>& args, std::ostream& out, std::os
   std::vector<std::string> module_paths;
   std::vector<std::string> node_paths;
   std::string format = "yaml";
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    const bool has_value = i + 1 < args.size();
-    const bool takes_value = a == "--modules" || a == "--nodes" || a == "-o" || a == "--output";
-    if (takes_value && !has_value) {
-      err << "error: " << a << " needs a value\n" << kUsage;
-      return 2;
-    }
-    if (a == "--modules") {
-      module_paths.push_back(args[++i]);
-    } else if (a == "--nodes") {
-      node_paths.push_back(args[++i]);
-    } else if (a == "-o" || a == "--output") {
-      format = args[++i];
-    } else if (a == "-h" || a == "--help") {
-      out << kUsage;
-      return 0;
-    } else {
-      err << "error: unexpected argument \"" << a << "\"\n" << kUsage;
-      return 2;
-    }
-  }
-  if (format != "yaml" && format != "json" && format != "table") {
-    err << "error: -o " << format << ": expected yaml, json or table\n";
-    return 2;
+  flags::FlagSet flags("kmodd-controller plan", kUsage);
+  flags.Strings("--modules", "PATH", "a Module manifest or a directory of them", &module_paths);
+  flags.Strings("--nodes", "FILE", "what `kubectl get nodes -o yaml` prints, or Node documents",
+                &node_paths);
+  flags.OneOf("-o,--output", "FORMAT",
+              "yaml (default) and json print a v1 List of NodeModulesConfig, one per node\n"
+              "that runs at least one module; table also says why the rest do not",
+              &format, {"yaml", "json", "table"});
+  if (std::optional<int> exit = flags.ParseOrExit(args, out, err)) {
+    return *exit;
   }
   if (module_paths.empty() || node_paths.empty()) {
-    err << "error: both --modules and --nodes are required\n" << kUsage;
-    return 2;
+    return flags.UsageError(err, "both --modules and --nodes are required");
   }
   api::Decoded mods = DecodePaths(module_paths);
   mods.nodes.clear();  // Nodes come from --nodes only

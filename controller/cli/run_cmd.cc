@@ -16,9 +16,9 @@
 #include <random>
 #include <thread>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/file.h"
+#include "common/flags.h"
 #include "common/log.h"
 #include "controller/cli/commands.h"
 #include "controller/cli/kube_security.h"
@@ -46,31 +46,11 @@ constexpr char kUsage[] =
     "                            [--status-file FILE] [--forget-after SECONDS]\n"
     "                            [--log-level debug|info|warn|error]\n"
     "                            [--sync-max-connections-per-peer N]\n"
-    "                            [--sync-max-streams-per-connection N]\n"
-    "  --modules-dir   Module manifests (*.yaml, *.yml, *.json), watched for changes\n"
-    "  --kubernetes    Modules and Nodes from the API server (in-cluster configuration,\n"
-    "                  or --kubeconfig); status, node labels and events written back\n"
-    "  --namespace     the controller's own namespace (its Lease)\n"
-    "  --leader-elect  Lease kmodd-controller; only the leader serves agents and writes\n"
-    "  --listen        where agents connect (default 127.0.0.1:7443)\n"
-    "  --cert, --key   the controller's certificate and key (PEM)\n"
-    "  --ca            the CA that signs agents' certificates; an agent's certificate must\n"
-    "                  name its node (CN or DNS SAN)\n"
-    "  --insecure      plain text, no identity check (standalone tests and demos only;\n"
-    "                  refused with --kubernetes, where it would hand any client any\n"
-    "                  node's pull secrets)\n"
-    "  Kubernetes mode: without --cert/--key/--ca the certificates are self-managed (Secret\n"
-    "  kmodd-controller-tls, CA in ConfigMap kmodd-ca); agents may show a projected token.\n"
-    "  --webhook-listen ADDR:PORT  the Module admission webhook (HTTPS, /validate-module)\n"
-    "  --cert-dns NAME, --cert-ip IP  extra names of the self-managed serving certificate\n"
-    "  --status-file   what `kmodd-controller status` reads; default\n"
-    "                  /var/lib/kmodd/controller-status.yaml, none in Kubernetes mode (the\n"
-    "                  Modules' status holds it; a follower's file shows no agents)\n"
-    "  --forget-after  seconds a disconnected node stays known (default 600)\n"
-    "  --sync-max-connections-per-peer N  connections with streams one address may hold\n"
-    "                  (default 64; an agent needs one)\n"
-    "  --sync-max-streams-per-connection N  concurrent streams on one connection\n"
-    "                  (default 100; an agent needs one)\n";
+    "                            [--sync-max-streams-per-connection N]\n";
+
+constexpr char kNotes[] =
+    "Kubernetes mode: without --cert/--key/--ca the certificates are self-managed (Secret\n"
+    "kmodd-controller-tls, CA in ConfigMap kmodd-ca); agents may show a projected token.\n";
 
 struct RunConfig {
   std::string modules_dir;
@@ -90,114 +70,89 @@ struct RunConfig {
   LogLevel log_level = LogLevel::kInfo;
 };
 
-bool ParseLevel(const std::string& s, LogLevel& out) {
-  if (s == "debug") {
-    out = LogLevel::kDebug;
-  } else if (s == "info") {
-    out = LogLevel::kInfo;
-  } else if (s == "warn") {
-    out = LogLevel::kWarn;
-  } else if (s == "error") {
-    out = LogLevel::kError;
-  } else {
-    return false;
-  }
-  return true;
-}
-
 // 0 on success, else the exit code (the message is written).
 int Parse(const std::vector<std::string>& args, RunConfig& c, std::ostream& out,
           std::ostream& err) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    const bool has_value = i + 1 < args.size();
-    if (a == "--modules-dir" && has_value) {
-      c.modules_dir = args[++i];
-    } else if (a == "--kubernetes") {
-      c.kubernetes = true;
-    } else if (a == "--kubeconfig" && has_value) {
-      c.kubeconfig = args[++i];
-    } else if (a == "--namespace" && has_value) {
-      c.ns = args[++i];
-    } else if (a == "--leader-elect") {
-      c.leader_elect = true;
-    } else if (a == "--listen" && has_value) {
-      c.server.listen = args[++i];
-    } else if (a == "--cert" && has_value) {
-      c.cert_file = args[++i];
-    } else if (a == "--key" && has_value) {
-      c.key_file = args[++i];
-    } else if (a == "--ca" && has_value) {
-      c.ca_file = args[++i];
-    } else if (a == "--insecure") {
-      c.server.insecure = true;
-    } else if (a == "--webhook-listen" && has_value) {
-      c.webhook_listen = args[++i];
-    } else if (a == "--cert-dns" && has_value) {
-      c.cert_dns.push_back(args[++i]);
-    } else if (a == "--cert-ip" && has_value) {
-      c.cert_ips.push_back(args[++i]);
-    } else if (a == "--status-file" && has_value) {
-      c.status_file = args[++i];
-    } else if (a == "--forget-after" && has_value) {
-      if (!absl::SimpleAtoi(args[++i], &c.forget_after_s) || c.forget_after_s < 0) {
-        err << "error: --forget-after " << args[i] << ": expected whole seconds\n";
-        return 2;
-      }
-    } else if ((a == "--sync-max-connections-per-peer" ||
-                a == "--sync-max-streams-per-connection") &&
-               has_value) {
-      int& limit = a == "--sync-max-connections-per-peer"
-                       ? c.server.limits.max_connections_per_peer
-                       : c.server.limits.max_streams_per_connection;
-      if (!absl::SimpleAtoi(args[++i], &limit) || limit < 1) {
-        err << "error: " << a << " " << args[i] << ": expected a whole number of at least 1\n";
-        return 2;
-      }
-    } else if (a == "--log-level" && has_value) {
-      if (!ParseLevel(args[++i], c.log_level)) {
-        err << "error: --log-level " << args[i] << ": expected debug, info, warn or error\n";
-        return 2;
-      }
-    } else if (a == "-h" || a == "--help") {
-      out << kUsage;
-      return -1;
-    } else {
-      err << "error: unexpected argument \"" << a << "\"\n" << kUsage;
-      return 2;
-    }
+  flags::FlagSet flags("kmodd-controller run", kUsage);
+  flags.String("--modules-dir", "DIR",
+               "Module manifests (*.yaml, *.yml, *.json), watched for changes", &c.modules_dir);
+  flags.Switch("--kubernetes",
+               "Modules and Nodes from the API server (in-cluster configuration,\n"
+               "or --kubeconfig); status, node labels and events written back",
+               &c.kubernetes);
+  flags.String("--kubeconfig", "FILE", "the Kubernetes client configuration", &c.kubeconfig);
+  flags.String("--namespace", "NS", "the controller's own namespace (its Lease)", &c.ns);
+  flags.Switch("--leader-elect",
+               "Lease kmodd-controller; only the leader serves agents and writes",
+               &c.leader_elect);
+  flags.String("--listen", "HOST:PORT", "where agents connect (default 127.0.0.1:7443)",
+               &c.server.listen);
+  flags.String("--cert", "FILE", "the controller's certificate (PEM)", &c.cert_file);
+  flags.String("--key", "FILE", "the controller's key (PEM)", &c.key_file);
+  flags.String("--ca", "FILE",
+               "the CA that signs agents' certificates; an agent's certificate must\n"
+               "name its node (CN or DNS SAN)",
+               &c.ca_file);
+  flags.Switch("--insecure",
+               "plain text, no identity check (standalone tests and demos only;\n"
+               "refused with --kubernetes, where it would hand any client any\n"
+               "node's pull secrets)",
+               &c.server.insecure);
+  flags.String("--webhook-listen", "ADDR:PORT",
+               "the Module admission webhook (HTTPS, /validate-module)", &c.webhook_listen);
+  flags.Strings("--cert-dns", "NAME", "an extra name of the self-managed serving certificate",
+                &c.cert_dns);
+  flags.Strings("--cert-ip", "IP", "an extra IP of the self-managed serving certificate",
+                &c.cert_ips);
+  flags.String("--status-file", "FILE",
+               "what `kmodd-controller status` reads; default\n"
+               "/var/lib/kmodd/controller-status.yaml, none in Kubernetes mode (the\n"
+               "Modules' status holds it; a follower's file shows no agents)",
+               &c.status_file);
+  flags.Int("--forget-after", "SECONDS",
+            "seconds a disconnected node stays known (default 600)", &c.forget_after_s, {0});
+  flags.Enum("--log-level", "LEVEL", "debug, info (default), warn or error", &c.log_level,
+             {{"debug", LogLevel::kDebug},
+              {"info", LogLevel::kInfo},
+              {"warn", LogLevel::kWarn},
+              {"error", LogLevel::kError}});
+  flags.Int("--sync-max-connections-per-peer", "N",
+            "connections with streams one address may hold\n"
+            "(default 64; an agent needs one)",
+            &c.server.limits.max_connections_per_peer, {1});
+  flags.Int("--sync-max-streams-per-connection", "N",
+            "concurrent streams on one connection\n(default 100; an agent needs one)",
+            &c.server.limits.max_streams_per_connection, {1});
+  flags.Notes(kNotes);
+  if (std::optional<int> exit = flags.ParseOrExit(args, out, err)) {
+    return *exit == 0 ? -1 : *exit;
   }
   if (c.kubernetes == !c.modules_dir.empty()) {
-    err << "error: give either --modules-dir or --kubernetes\n" << kUsage;
-    return 2;
+    return flags.UsageError(err, "give either --modules-dir or --kubernetes");
   }
   if (c.kubernetes && c.ns.empty()) {
-    err << "error: --kubernetes needs --namespace\n" << kUsage;
-    return 2;
+    return flags.UsageError(err, "--kubernetes needs --namespace");
   }
   if (c.kubernetes && c.server.insecure) {
     // Over plain text no stream can be tied to a node, and the Kubernetes mode sends each
     // node the pull Secrets of its Modules: anyone who reaches the port could collect them.
-    err << "error: --kubernetes does not take --insecure: over plain text any client could "
-           "claim any node and be handed its pull secrets. Leave --insecure out (the "
-           "certificates are then self-managed and agents show their tokens) or give --cert, "
-           "--key and --ca\n"
-        << kUsage;
-    return 2;
+    return flags.UsageError(
+        err,
+        "--kubernetes does not take --insecure: over plain text any client could claim any "
+        "node and be handed its pull secrets. Leave --insecure out (the certificates are then "
+        "self-managed and agents show their tokens) or give --cert, --key and --ca");
   }
   const bool any_tls = !c.cert_file.empty() || !c.key_file.empty() || !c.ca_file.empty();
   const bool self_managed = c.kubernetes && !any_tls;
   if (!c.kubernetes && (!c.webhook_listen.empty() || !c.cert_dns.empty() || !c.cert_ips.empty())) {
-    err << "error: --webhook-listen, --cert-dns and --cert-ip need --kubernetes\n" << kUsage;
-    return 2;
+    return flags.UsageError(err, "--webhook-listen, --cert-dns and --cert-ip need --kubernetes");
   }
   if (!self_managed && (c.server.insecure == any_tls ||
                         (!c.server.insecure &&
                          (c.cert_file.empty() || c.key_file.empty() || c.ca_file.empty())))) {
-    err << (c.kubernetes ? "error: give all of --cert, --key and --ca, or none (self-managed)\n"
-                         : "error: give either --cert, --key and --ca, or --insecure\n")
-        << kUsage;
-    return 2;
+    return flags.UsageError(err, c.kubernetes
+                                     ? "give all of --cert, --key and --ca, or none (self-managed)"
+                                     : "give either --cert, --key and --ca, or --insecure");
   }
   if (!c.kubernetes && c.status_file.empty()) {
     c.status_file = "/var/lib/kmodd/controller-status.yaml";

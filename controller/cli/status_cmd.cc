@@ -3,10 +3,12 @@
 // itself for machines.
 
 #include <algorithm>
+#include <optional>
 #include <ostream>
 
 #include "absl/strings/str_cat.h"
 #include "common/file.h"
+#include "common/flags.h"
 #include "common/table.h"
 #include "common/value.h"
 #include "controller/cli/commands.h"
@@ -17,12 +19,7 @@ namespace kmodd::cli {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: kmodd-controller status [--status-file FILE] [-o table|yaml|json] [--nodes]\n"
-    "  --status-file  what `run` writes (default /var/lib/kmodd/controller-status.yaml;\n"
-    "                 in Kubernetes mode only where `run` was given --status-file)\n"
-    "  -o             table (default): one row per Module with KMM's moduleLoader counters;\n"
-    "                 yaml and json print the whole status document\n"
-    "  --nodes        table: one row per (Module, node) with its phase and message\n";
+    "usage: kmodd-controller status [--status-file FILE] [-o table|yaml|json] [--nodes]\n";
 
 std::string Str(const Value* v) {
   if (v == nullptr || v->IsNull()) {
@@ -127,26 +124,19 @@ int StatusCommand(const std::vector<std::string>& args, std::ostream& out, std::
   std::string path = "/var/lib/kmodd/controller-status.yaml";
   std::string format = "table";
   bool per_node = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    const bool has_value = i + 1 < args.size();
-    if (a == "--status-file" && has_value) {
-      path = args[++i];
-    } else if ((a == "-o" || a == "--output") && has_value) {
-      format = args[++i];
-    } else if (a == "--nodes") {
-      per_node = true;
-    } else if (a == "-h" || a == "--help") {
-      out << kUsage;
-      return 0;
-    } else {
-      err << "error: unexpected argument \"" << a << "\"\n" << kUsage;
-      return 2;
-    }
-  }
-  if (format != "yaml" && format != "json" && format != "table") {
-    err << "error: -o " << format << ": expected table, yaml or json\n";
-    return 2;
+  flags::FlagSet flags("kmodd-controller status", kUsage);
+  flags.String("--status-file", "FILE",
+               "what `run` writes (default /var/lib/kmodd/controller-status.yaml;\n"
+               "in Kubernetes mode only where `run` was given --status-file)",
+               &path);
+  flags.OneOf("-o,--output", "FORMAT",
+              "table (default): one row per Module with KMM's moduleLoader counters;\n"
+              "yaml and json print the whole status document",
+              &format, {"table", "yaml", "json"});
+  flags.Switch("--nodes", "table: one row per (Module, node) with its phase and message",
+               &per_node);
+  if (std::optional<int> exit = flags.ParseOrExit(args, out, err)) {
+    return *exit;
   }
   absl::StatusOr<std::string> text = ReadFile(path);
   if (!text.ok()) {

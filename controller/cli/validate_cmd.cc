@@ -1,5 +1,7 @@
+#include <optional>
 #include <ostream>
 
+#include "common/flags.h"
 #include "controller/cli/commands.h"
 #include "controller/cli/inputs.h"
 
@@ -16,25 +18,15 @@ constexpr char kUsage[] =
 
 int ValidateCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   std::vector<std::string> paths;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "-f" || args[i] == "--filename") {
-      if (i + 1 == args.size()) {
-        err << "error: " << args[i] << " needs a path (a Module manifest or a directory)\n"
-            << kUsage;
-        return 2;
-      }
-      paths.push_back(args[++i]);
-    } else if (args[i] == "-h" || args[i] == "--help") {
-      out << kUsage;
-      return 0;
-    } else {
-      err << "error: unexpected argument \"" << args[i] << "\"\n" << kUsage;
-      return 2;
-    }
+  flags::FlagSet flags("kmodd-controller validate", kUsage);
+  flags.Strings("-f,--filename", "PATH", "a Module manifest or a directory of them (repeatable)",
+                &paths)
+      .Needs("a path (a Module manifest or a directory)");
+  if (std::optional<int> exit = flags.ParseOrExit(args, out, err)) {
+    return *exit;
   }
   if (paths.empty()) {
-    err << "error: no input; give at least one -f PATH\n" << kUsage;
-    return 2;
+    return flags.UsageError(err, "no input; give at least one -f PATH");
   }
   api::Decoded d = DecodePaths(paths);
   ValidateDecoded(d);

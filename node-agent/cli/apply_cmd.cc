@@ -4,10 +4,12 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/file.h"
+#include "common/flags.h"
 #include "common/value.h"
 #include "api/decode.h"
 #include "api/phase.h"
@@ -33,8 +35,6 @@ constexpr char kUsage[] =
     "  DESIRED is one NodeModulesConfig as `kmodd-controller plan` prints it (or a List\n"
     "  holding one). Reconciles until converged or failed, prints the observed state, and\n"
     "  exits 0 iff converged. An empty module list unloads what kmodd loaded, only that.\n"
-    "  --firmware-class-path  point the kernel's firmware_class.path at the firmware dir\n"
-    "                         while any module needs firmware (restored afterwards)\n"
     "  containerImage is an OCI reference, oci-layout:PATH[:TAG], or dir:/path/to/rootfs.\n";
 
 constexpr int kMaxRounds = 6;
@@ -252,32 +252,25 @@ absl::StatusOr<ApplyReport> ApplyDesired(const ApplyOptions& o,
 
 int ApplyCommand(const std::vector<std::string>& args) {
   ApplyOptions o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    const bool v = i + 1 < args.size();
-    if ((a == "-f" || a == "--filename") && v) {
-      o.file = args[++i];
-    } else if (a == "--state-dir" && v) {
-      o.state_dir = args[++i];
-    } else if (a == "--firmware-dir" && v) {
-      o.firmware_dir = args[++i];
-    } else if (a == "--cache" && v) {
-      o.cache = args[++i];
-    } else if (a == "--pull-secret" && v) {
-      o.pull_secret_file = args[++i];
-    } else if (a == "--ca" && v) {
-      o.ca_file = args[++i];
-    } else if (a == "--firmware-class-path") {
-      o.firmware_class_path = true;
-    } else if ((a == "-o" || a == "--output") && v) {
-      o.format = args[++i];
-    } else {
-      return HelpOrUnexpected(a, kUsage);
-    }
-  }
-  if (o.file.empty() || (o.format != "yaml" && o.format != "json")) {
-    std::cerr << "error: -f DESIRED.yaml is required and -o is yaml or json\n" << kUsage;
-    return 2;
+  flags::FlagSet flags("kmodd-agent apply", kUsage);
+  flags.String("-f,--filename", "DESIRED.yaml", "the NodeModulesConfig to converge to", &o.file)
+      .Needs("a path (a NodeModulesConfig)")
+      .Required();
+  flags.String("--state-dir", "DIR", "journal and firmware ledger (default /var/lib/kmodd)",
+               &o.state_dir);
+  flags.String("--firmware-dir", "DIR", "where firmware is staged (default /var/lib/firmware)",
+               &o.firmware_dir);
+  flags.Switch("--firmware-class-path",
+               "point the kernel's firmware_class.path at the firmware dir\n"
+               "while any module needs firmware (restored afterwards)",
+               &o.firmware_class_path);
+  flags.String("--cache", "DIR", "image cache (default STATE/images)", &o.cache);
+  flags.String("--pull-secret", "FILE", ".dockerconfigjson for the registries",
+               &o.pull_secret_file);
+  flags.String("--ca", "FILE", "extra CAs for registries", &o.ca_file);
+  flags.OneOf("-o,--output", "FORMAT", "yaml (default) or json", &o.format, {"yaml", "json"});
+  if (std::optional<int> exit = flags.ParseOrExit(args, std::cout, std::cerr)) {
+    return *exit;
   }
   auto desired = ReadDesired(o.file);
   if (!desired.ok()) {

@@ -7,12 +7,14 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/fd.h"
+#include "common/flags.h"
 #include "node-agent/cli/apply.h"
 #include "node-agent/cli/commands.h"
 #include "node-agent/kernel/kmod_kernel.h"
@@ -33,9 +35,7 @@ constexpr char kUsage[] =
     "  first; one that fails to load is reported as left, and the rest goes on). Refuses\n"
     "  while the agent runs, and while modules kmodd loaded are still loaded unless --unload\n"
     "  (delete the Modules first: the controller unloads them everywhere). Pass the flags\n"
-    "  the agent ran with.\n"
-    "  --unload               unload the modules kmodd loaded (last loaded first), then\n"
-    "                         load again the in-tree modules they replaced\n";
+    "  the agent ran with.\n";
 
 struct CleanupOptions {
   ApplyOptions apply;
@@ -119,22 +119,21 @@ bool Undo(const CleanupOptions& o, reconcile::Journal journal, std::vector<std::
 
 int CleanupCommand(const std::vector<std::string>& args) {
   CleanupOptions o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    const bool v = i + 1 < args.size();
-    if (a == "--state-dir" && v) {
-      o.apply.state_dir = args[++i];
-    } else if (a == "--firmware-dir" && v) {
-      o.apply.firmware_dir = args[++i];
-    } else if (a == "--firmware-class-path") {
-      o.apply.firmware_class_path = true;
-    } else if (a == "--socket" && v) {
-      o.socket = args[++i];
-    } else if (a == "--unload") {
-      o.unload = true;
-    } else {
-      return HelpOrUnexpected(a, kUsage);
-    }
+  flags::FlagSet flags("kmodd-agent cleanup", kUsage);
+  flags.String("--state-dir", "DIR", "the agent's state directory (default /var/lib/kmodd)",
+               &o.apply.state_dir);
+  flags.String("--firmware-dir", "DIR", "where firmware was staged (default /var/lib/firmware)",
+               &o.apply.firmware_dir);
+  flags.Switch("--firmware-class-path", "the agent pointed firmware_class.path at it",
+               &o.apply.firmware_class_path);
+  flags.String("--socket", "PATH", "the agent's socket (default /run/kmodd/agent.sock)",
+               &o.socket);
+  flags.Switch("--unload",
+               "unload the modules kmodd loaded (last loaded first), then\n"
+               "load again the in-tree modules they replaced",
+               &o.unload);
+  if (std::optional<int> exit = flags.ParseOrExit(args, std::cout, std::cerr)) {
+    return *exit;
   }
   if (SocketAnswers(o.socket)) {
     std::cerr << "error: an agent is running (" << o.socket

@@ -2,9 +2,12 @@
 // cleanup, pull, watch). Each command lives in its own file.
 
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "common/flags.h"
 #include "node-agent/cli/commands.h"
 
 namespace {
@@ -23,32 +26,36 @@ constexpr Command kCommands[] = {
     {"watch", kmodd::agent::WatchCommand, "print the kernel's module load/unload events as they happen"},
 };
 
-void Usage(std::ostream& os) {
-  os << "usage: kmodd-agent COMMAND [ARGS]\n\ncommands:\n";
+std::string Usage() {
+  std::string usage = "usage: kmodd-agent COMMAND [ARGS]\n\ncommands:\n";
   for (const auto& c : kCommands) {
-    os << "  " << c.name << std::string(8 - std::string(c.name).size(), ' ') << c.help << "\n";
+    absl::StrAppend(&usage, "  ", c.name, std::string(8 - std::string(c.name).size(), ' '),
+                    c.help, "\n");
   }
+  return usage;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    Usage(std::cerr);
-    return 2;
+  std::string cmd;
+  std::vector<std::string> args;
+  kmodd::flags::FlagSet flags("kmodd-agent", Usage());
+  flags.Positional("COMMAND", "", &cmd).Needs("a COMMAND");
+  flags.Rest("ARGS", "", &args);
+  flags.StopAtFirstPositional();  // the rest is the command's
+  if (std::optional<int> exit =
+          flags.ParseOrExit(std::vector<std::string>(argv + 1, argv + argc), std::cout, std::cerr)) {
+    return *exit;
   }
-  const std::string cmd = argv[1];
-  const std::vector<std::string> args(argv + 2, argv + argc);
   for (const auto& c : kCommands) {
     if (cmd == c.name) {
       return c.run(args);
     }
   }
-  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
-    Usage(std::cout);
+  if (cmd == "help") {
+    std::cout << flags.Help();
     return 0;
   }
-  std::cerr << "error: unknown command \"" << cmd << "\"\n";
-  Usage(std::cerr);
-  return 2;
+  return flags.UsageError(std::cerr, absl::StrCat("unknown command \"", cmd, "\""));
 }

@@ -5,10 +5,12 @@
 #include <condition_variable>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/file.h"
+#include "common/flags.h"
 #include "common/value.h"
 #include "node-agent/cli/commands.h"
 #include "node-agent/cli/image_flags.h"
@@ -25,8 +27,7 @@ constexpr char kUsage[] =
     "                        [-o yaml|json]\n"
     "  REF is registry/repo:tag[@sha256:...] or oci-layout:PATH[:TAG]. Extracts\n"
     "  <dir-name>/lib/modules/<kernel>/ (and the firmware path) into the cache and prints\n"
-    "  the tree's path and the manifest digest. --progress writes a JSON line with bytes\n"
-    "  done and total to stderr every 250 ms while blobs download.\n";
+    "  the tree's path and the manifest digest.\n";
 
 }  // namespace
 
@@ -39,44 +40,30 @@ int PullCommand(const std::vector<std::string>& args) {
   std::string firmware_path;
   std::string format = "yaml";
   bool progress = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    const bool v = i + 1 < args.size();
-    if (a == "--cache" && v) {
-      cache = args[++i];
-    } else if (a == "--pull-secret" && v) {
-      secret_file = args[++i];
-    } else if (a == "--ca" && v) {
-      req.registry.ca_file = args[++i];
-    } else if (a == "--insecure") {
-      req.registry.plain_http = true;
-    } else if (a == "--insecure-skip-tls-verify") {
-      req.registry.skip_tls_verify = true;
-    } else if (a == "--kernel" && v) {
-      kernel = args[++i];
-    } else if (a == "--dir-name" && v) {
-      dir_name = args[++i];
-    } else if (a == "--firmware-path" && v) {
-      firmware_path = args[++i];
-    } else if (a == "--pull-policy" && v) {
-      req.pull_policy = args[++i];
-    } else if (a == "--progress") {
-      progress = true;
-    } else if ((a == "-o" || a == "--output") && v) {
-      format = args[++i];
-    } else if (a == "-h" || a == "--help") {
-      std::cout << kUsage;
-      return 0;
-    } else if (!a.empty() && a[0] != '-' && req.image.empty()) {
-      req.image = a;
-    } else {
-      std::cerr << "error: unexpected argument \"" << a << "\"\n" << kUsage;
-      return 2;
-    }
-  }
-  if (req.image.empty()) {
-    std::cerr << "error: no image reference\n" << kUsage;
-    return 2;
+  flags::FlagSet flags("kmodd-agent pull", kUsage);
+  flags.Positional("REF", "registry/repo:tag[@sha256:...] or oci-layout:PATH[:TAG]", &req.image)
+      .Needs("an image reference (REF)");
+  flags.String("--cache", "DIR", "the image cache (default /var/lib/kmodd/images)", &cache);
+  flags.String("--pull-secret", "FILE", ".dockerconfigjson with the registry's credentials",
+               &secret_file);
+  flags.String("--ca", "FILE", "extra CAs for the registry", &req.registry.ca_file);
+  flags.Switch("--insecure", "plain HTTP to the registry", &req.registry.plain_http);
+  flags.Switch("--insecure-skip-tls-verify", "HTTPS without checking the registry's certificate",
+               &req.registry.skip_tls_verify);
+  flags.String("--kernel", "VERSION", "the kernel to extract for (default: this one's)", &kernel);
+  flags.String("--dir-name", "DIR", "where the image keeps lib/modules (default /opt)",
+               &dir_name);
+  flags.String("--firmware-path", "DIR", "the image's firmware directory, extracted too",
+               &firmware_path);
+  flags.String("--pull-policy", "POLICY", "IfNotPresent, Always or Never, as in a Module",
+               &req.pull_policy);
+  flags.Switch("--progress",
+               "a JSON line with bytes done and total to stderr every 250 ms\n"
+               "while blobs download",
+               &progress);
+  flags.OneOf("-o,--output", "FORMAT", "yaml (default) or json", &format, {"yaml", "json"});
+  if (std::optional<int> exit = flags.ParseOrExit(args, std::cout, std::cerr)) {
+    return *exit;
   }
   if (kernel.empty()) {
     auto release = ReadFile("/proc/sys/kernel/osrelease");

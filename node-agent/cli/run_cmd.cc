@@ -14,6 +14,7 @@
 
 #include "common/clock.h"
 #include "common/file.h"
+#include "common/flags.h"
 #include "common/log.h"
 #include "firmware/stager.h"
 #include "node-agent/cli/commands.h"
@@ -57,26 +58,7 @@ constexpr char kUsage[] =
     "  node comes back by itself after a reboot. Without --controller it runs from that\n"
     "  persisted state only. A lost controller changes nothing on the node. Stopped while\n"
     "  the controller's last state has no Modules and nothing of kmodd's is loaded (as at\n"
-    "  uninstall), it removes its state directory and socket.\n"
-    "  --node-name NAME       default: the hostname; must be the CN of --cert\n"
-    "  --cert/--key/--ca      mTLS to the controller (the controller's certificate must\n"
-    "                         chain to --ca); required unless --insecure\n"
-    "  --token-file FILE      Kubernetes: show this projected service-account token\n"
-    "                         (audience kmodd) instead of a client certificate; the\n"
-    "                         token and --ca are read again before every connect\n"
-    "  --insecure             plain text to the controller (tests, demos)\n"
-    "  --state-dir DIR        journal, persisted desired state, firmware ledger\n"
-    "                         (default /var/lib/kmodd)\n"
-    "  --cache DIR            image cache (default STATE/images)\n"
-    "  --pull-secret FILE     .dockerconfigjson used when the desired state brings none\n"
-    "  --registry-ca FILE     extra CAs for registries\n"
-    "  --host-root DIR        where the host's / is mounted (default /), to find the host's\n"
-    "                         /lib/firmware files that staged firmware shadows\n"
-    "  --socket PATH          local Agent service (default /run/kmodd/agent.sock); bound\n"
-    "                         in a 0700 directory: PATH.d (linked from PATH) when PATH's\n"
-    "                         directory is not the agent's alone; only root may connect\n"
-    "  --metrics ADDR:PORT    /metrics and /healthz (default 127.0.0.1:9464; \"\" = off)\n"
-    "  --label K=V            sent in NodeInfo.labels (repeatable)\n";
+    "  uninstall), it removes its state directory and socket.\n";
 
 // Unused image trees are removed this often (never the trees of the desired state).
 constexpr auto kImageGcPeriod = std::chrono::minutes(10);
@@ -110,46 +92,56 @@ std::string Hostname() {
 
 // Returns an exit code when parsing ends the command (help, usage error).
 std::optional<int> Parse(const std::vector<std::string>& args, RunOptions& o) {
-  std::map<std::string, std::string*> values = {
-      {"--node-name", &o.node_name},   {"--controller", &o.controller},
-      {"--cert", &o.cert_file},        {"--key", &o.key_file},
-      {"--ca", &o.ca_file},            {"--token-file", &o.token_file},
-      {"--state-dir", &o.state_dir},
-      {"--firmware-dir", &o.firmware_dir}, {"--cache", &o.cache},
-      {"--host-root", &o.host_root},
-      {"--pull-secret", &o.pull_secret_file}, {"--registry-ca", &o.registry_ca},
-      {"--socket", &o.socket},         {"--metrics", &o.metrics}};
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    const bool v = i + 1 < args.size();
-    if (auto it = values.find(a); it != values.end() && v) {
-      *it->second = args[++i];
-    } else if (a == "--insecure") {
-      o.insecure = true;
-    } else if (a == "--firmware-class-path") {
-      o.firmware_class_path = true;
-    } else if (a == "--label" && v) {
-      const std::string& kv = args[++i];
-      const size_t eq = kv.find('=');
-      if (eq == std::string::npos || eq == 0) {
-        std::cerr << "error: --label wants KEY=VALUE, got \"" << kv << "\"\n";
-        return 2;
-      }
-      o.labels[kv.substr(0, eq)] = kv.substr(eq + 1);
-    } else if (a == "--log-level" && v) {
-      static const std::map<std::string, LogLevel> kLevels = {{"debug", LogLevel::kDebug},
-                                                              {"info", LogLevel::kInfo},
-                                                              {"warn", LogLevel::kWarn},
-                                                              {"error", LogLevel::kError}};
-      auto l = kLevels.find(args[++i]);
-      if (l == kLevels.end()) {
-        std::cerr << "error: --log-level is debug, info, warn or error\n";
-        return 2;
-      }
-      o.log_level = l->second;
-    } else {
-      return HelpOrUnexpected(a, kUsage);
-    }
+  flags::FlagSet flags("kmodd-agent run", kUsage);
+  flags.String("--node-name", "NAME", "default: the hostname; must be the CN of --cert",
+               &o.node_name);
+  flags.String("--controller", "HOST:PORT",
+               "where the controller listens; without it, the persisted state only",
+               &o.controller);
+  flags.String("--cert", "FILE", "mTLS to the controller: this agent's certificate", &o.cert_file);
+  flags.String("--key", "FILE", "mTLS to the controller: this agent's key", &o.key_file);
+  flags.String("--ca", "FILE",
+               "the controller's certificate must chain to it; required unless\n--insecure",
+               &o.ca_file);
+  flags.String("--token-file", "FILE",
+               "Kubernetes: show this projected service-account token\n"
+               "(audience kmodd) instead of a client certificate; the\n"
+               "token and --ca are read again before every connect",
+               &o.token_file);
+  flags.Switch("--insecure", "plain text to the controller (tests, demos)", &o.insecure);
+  flags.String("--state-dir", "DIR",
+               "journal, persisted desired state, firmware ledger\n(default /var/lib/kmodd)",
+               &o.state_dir);
+  flags.String("--firmware-dir", "DIR", "where firmware is staged (default /var/lib/firmware)",
+               &o.firmware_dir);
+  flags.Switch("--firmware-class-path",
+               "point the kernel's firmware_class.path at the firmware dir\n"
+               "while any module needs firmware",
+               &o.firmware_class_path);
+  flags.String("--host-root", "DIR",
+               "where the host's / is mounted (default /), to find the host's\n"
+               "/lib/firmware files that staged firmware shadows",
+               &o.host_root);
+  flags.String("--cache", "DIR", "image cache (default STATE/images)", &o.cache);
+  flags.String("--pull-secret", "FILE", ".dockerconfigjson used when the desired state brings none",
+               &o.pull_secret_file);
+  flags.String("--registry-ca", "FILE", "extra CAs for registries", &o.registry_ca);
+  flags.String("--socket", "PATH",
+               "local Agent service (default /run/kmodd/agent.sock); bound\n"
+               "in a 0700 directory: PATH.d (linked from PATH) when PATH's\n"
+               "directory is not the agent's alone; only root may connect",
+               &o.socket);
+  flags.String("--metrics", "ADDR:PORT",
+               "/metrics and /healthz (default 127.0.0.1:9464; \"\" = off)", &o.metrics)
+      .AllowEmpty();
+  flags.KeyValues("--label", "K=V", "sent in NodeInfo.labels (repeatable)", &o.labels);
+  flags.Enum("--log-level", "LEVEL", "debug, info (default), warn or error", &o.log_level,
+             {{"debug", LogLevel::kDebug},
+              {"info", LogLevel::kInfo},
+              {"warn", LogLevel::kWarn},
+              {"error", LogLevel::kError}});
+  if (std::optional<int> exit = flags.ParseOrExit(args, std::cout, std::cerr)) {
+    return exit;
   }
   if (o.node_name.empty()) {
     o.node_name = Hostname();
@@ -160,10 +152,9 @@ std::optional<int> Parse(const std::vector<std::string>& args, RunOptions& o) {
   const bool by_cert = !o.cert_file.empty() && !o.key_file.empty() && o.token_file.empty();
   const bool by_token = o.cert_file.empty() && o.key_file.empty() && !o.token_file.empty();
   if (!o.controller.empty() && !o.insecure && (o.ca_file.empty() || (!by_cert && !by_token))) {
-    std::cerr << "error: --controller needs --ca and either --cert and --key or --token-file"
-                 " (or --insecure)\n"
-              << kUsage;
-    return 2;
+    return flags.UsageError(
+        std::cerr,
+        "--controller needs --ca and either --cert and --key or --token-file (or --insecure)");
   }
   return std::nullopt;
 }

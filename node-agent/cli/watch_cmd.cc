@@ -9,10 +9,12 @@
 #include <cstdint>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <string>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "common/flags.h"
 #include "node-agent/cli/commands.h"
 #include "node-agent/kernel/udev_monitor.h"
 
@@ -24,10 +26,7 @@ constexpr char kUsage[] =
     "usage: kmodd-agent watch [--count N] [--timeout SECONDS] [-o text|json]\n"
     "  Prints one line per module add/remove event from the kernel (uevent netlink; no\n"
     "  udevd needed), with the CLOCK_MONOTONIC time it was received, in microseconds.\n"
-    "  Says \"listening\" on stderr once subscribed: events before that are not seen.\n"
-    "  --count N          exit after N events (exit 1 if the timeout comes first)\n"
-    "  --timeout SECONDS  exit after this long (default: never)\n"
-    "  -o json            JSON lines: {\"action\",\"module\",\"seqnum\",\"monotonicUs\"}\n";
+    "  Says \"listening\" on stderr once subscribed: events before that are not seen.\n";
 
 int64_t MonotonicMicros(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
@@ -67,31 +66,22 @@ void Print(const kernel::ModuleEvent& e, bool json) {
 
 int WatchCommand(const std::vector<std::string>& args) {
   int64_t count = -1;
-  double timeout_s = -1;
+  absl::Duration timeout = absl::InfiniteDuration();
   std::string format = "text";
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    const bool v = i + 1 < args.size();
-    if (a == "--count" && v) {
-      if (!absl::SimpleAtoi(args[++i], &count) || count < 1) {
-        std::cerr << "error: --count wants a positive number\n";
-        return 2;
-      }
-    } else if (a == "--timeout" && v) {
-      if (!absl::SimpleAtod(args[++i], &timeout_s) || timeout_s < 0 || timeout_s > 1e8) {
-        std::cerr << "error: --timeout wants a number of seconds (at most 1e8)\n";
-        return 2;
-      }
-    } else if ((a == "-o" || a == "--output") && v) {
-      format = args[++i];
-    } else {
-      return HelpOrUnexpected(a, kUsage);
-    }
+  flags::FlagSet flags("kmodd-agent watch", kUsage);
+  flags.Int("--count", "N", "exit after N events (exit 1 if the timeout comes first)", &count,
+            {1});
+  flags.Duration("--timeout", "SECONDS", "exit after this long (default: never)", &timeout,
+                 absl::ZeroDuration(), absl::Seconds(1e8));
+  flags.OneOf("-o,--output", "FORMAT",
+              "text (default), or json: JSON lines\n"
+              "{\"action\",\"module\",\"seqnum\",\"monotonicUs\"}",
+              &format, {"text", "json"});
+  if (std::optional<int> exit = flags.ParseOrExit(args, std::cout, std::cerr)) {
+    return *exit;
   }
-  if (format != "text" && format != "json") {
-    std::cerr << "error: -o is text or json\n" << kUsage;
-    return 2;
-  }
+  const double timeout_s =
+      timeout == absl::InfiniteDuration() ? -1 : absl::ToDoubleSeconds(timeout);
   auto monitor = kernel::UdevMonitor::Open();
   if (!monitor.ok()) {
     std::cerr << "error: " << monitor.status().message() << "\n";

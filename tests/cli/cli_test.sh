@@ -62,6 +62,38 @@ case "$case_name" in
     expect_rc 2 "$bin" run --kubernetes --kubeconfig "$tmp/none" --namespace kmodd-system --cert c
     expect_in "$tmp/err" "give all of --cert, --key and --ca, or none (self-managed)"
     ;;
+  flag-errors)
+    # Every usage error names the flag, the value and what it wants, and exits 2.
+    expect_rc 2 "$bin" run --modules-dri "$tmp" --insecure
+    expect_in "$tmp/err" "unknown flag --modules-dri (did you mean --modules-dir?); \`kmodd-controller run --help\` lists the flags"
+    expect_rc 2 "$bin" run --modules-dir "$tmp" --insecure --forget-after -5
+    expect_in "$tmp/err" "--forget-after \"-5\": want a whole number of at least 0"
+    expect_rc 2 "$bin" run --modules-dir "$tmp" --insecure --sync-max-streams-per-connection 99999999999999999999
+    expect_in "$tmp/err" "--sync-max-streams-per-connection \"99999999999999999999\": want a whole number from 1 to 2147483647"
+    expect_rc 2 "$bin" run --modules-dir "$tmp" --insecure --log-level loud
+    expect_in "$tmp/err" "--log-level \"loud\": want debug, info, warn or error"
+    expect_rc 2 "$bin" status --status-file a --status-file b
+    expect_in "$tmp/err" "--status-file is given more than once; give it once"
+    expect_rc 2 "$bin" validate -f --nodes
+    expect_in "$tmp/err" "-f needs a path (a Module manifest or a directory); \"--nodes\" is a flag"
+    expect_rc 2 "$bin" plan --modules= --nodes "$root/examples/nodes.yaml"
+    expect_in "$tmp/err" "--modules is empty"
+    expect_rc 2 "$bin" plan --modules "$root/examples/modules" --nodes "$root/examples/nodes.yaml" -o xml
+    expect_in "$tmp/err" "-o \"xml\": want yaml, json or table"
+    expect_rc 2 "$bin" status extra
+    expect_in "$tmp/err" "unexpected argument \"extra\": kmodd-controller status takes no arguments"
+    # --flag=value is the same as --flag value; --help lists every flag with its help.
+    expect_rc 0 "$bin" plan --modules="$root/examples/modules" --nodes="$root/examples/nodes.yaml" -o=table
+    diff -u "$root/tests/cli/golden/examples-plan.table" "$tmp/out" || fail "plan with --flag=value differs"
+    expect_rc 0 "$bin" run --help
+    expect_in "$tmp/out" "usage: kmodd-controller run (--modules-dir DIR |"
+    expect_in "$tmp/out" "  --sync-max-streams-per-connection N"
+    expect_in "$tmp/out" "Kubernetes mode: without --cert/--key/--ca the certificates are self-managed"
+    expect_rc 0 "$bin" --help
+    expect_in "$tmp/out" "usage: kmodd-controller COMMAND [ARGS]"
+    expect_rc 2 "$bin"
+    expect_in "$tmp/err" "kmodd-controller needs a COMMAND"
+    ;;
   nothing-found)
     # Inputs that hold no Module (or no Node) are errors, not an empty success.
     expect_rc 1 "$bin" validate -f "$root/examples/nodes.yaml"

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "grpcpp/grpcpp.h"
 #include "kmodd/v1/agent.grpc.pb.h"
@@ -247,6 +249,46 @@ TEST_CASE("agentctl says how to fix a missing or forbidden socket") {
     CHECK(Run({"plan"}, stale, out, err) == 1);
     CHECK(err.str().find("; is kmodd-agent running, and are you root?") != std::string::npos);
   }
+}
+
+TEST_CASE("agentctl refuses a command line that does not parse, before dialing, naming the flag") {
+  struct Case {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {{"load", "-f"}, "error: -f needs a path (a NodeModulesConfig module entry, or - for stdin)"},
+      {{"load"}, "error: -f is required"},
+      {{"events", "--follw"}, "error: unknown flag --follw (did you mean --follow?)"},
+      {{"status", "extra"}, "error: unexpected argument \"extra\": agentctl status takes no"},
+      {{"get"}, "error: agentctl get needs NAMESPACE/NAME"},
+      {{"get", "a/b", "c/d"}, "error: unexpected argument \"c/d\""},
+      {{"status", "--socket"}, "error: --socket needs a value (PATH)"},
+      {{"status", "--socket="}, "error: --socket is empty"},
+      {{"status", "-o", "yaml", "-o", "json"}, "error: -o is given more than once"},
+      {{"plan", "-o", "wide"}, "error: plan does not print -o wide"},
+      {{"frobnicate"}, "error: unknown command \"frobnicate\""},
+  };
+  for (const Case& c : cases) {
+    INFO(c.says);
+    std::ostringstream out;
+    std::ostringstream err;
+    CHECK(Run(c.args, "/nonexistent/agent.sock", out, err) == 2);
+    CHECK_THAT(err.str(), Catch::StartsWith(c.says));
+    CHECK(out.str().empty());
+  }
+}
+
+TEST_CASE("agentctl --help anywhere prints the usage, of the command when one is named") {
+  std::ostringstream out;
+  std::ostringstream err;
+  CHECK(Run({"--help"}, "/nonexistent/agent.sock", out, err) == 0);
+  CHECK_THAT(out.str(), Catch::StartsWith("usage: agentctl [--socket PATH] COMMAND [ARGS]"));
+  CHECK_THAT(out.str(), Catch::Contains("  --socket PATH"));
+  out.str("");
+  CHECK(Run({"load", "--help"}, "/nonexistent/agent.sock", out, err) == 0);
+  CHECK_THAT(out.str(), Catch::StartsWith("usage: agentctl load -f FILE"));
+  CHECK(err.str().empty());
 }
 
 }  // namespace

@@ -64,7 +64,7 @@ TEST_CASE("test device plugin options: bad input is refused naming the flag") {
       {{"--resource", "w", "--health-file", "/a\x01"}, "--health-file"},
       {{"--resource", "w", "--plugin-dir", ""}, "--plugin-dir"},
       {{"--resource", "w", "--poll-interval-ms", "1"}, "--poll-interval-ms"},
-      {{"--resource", "w", "--bogus", "1"}, "unknown option --bogus"},
+      {{"--resource", "w", "--bogus", "1"}, "unknown flag --bogus"},
       {{"--resource", "w", "stray"}, "unexpected argument \"stray\""},
   };
   for (const Case& c : cases) {

@@ -4,13 +4,14 @@
 // to reach the agent. One file per subcommand (kmod's tools/ layout); run.cc holds the table.
 
 #include <memory>
+#include <optional>
 #include <ostream>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/flags.h"
 #include "common/value.h"
 #include "tools/agentctl/client.h"
 
@@ -19,6 +20,7 @@ namespace kmodd::agentctl {
 struct Context {
   std::string socket;
   std::string output;  // "", "yaml", "json" or "wide" (checked against the command's list)
+  std::string usage;   // "usage: agentctl get NAMESPACE/NAME [-o yaml|json]\n..."
   std::ostream& out;
   std::ostream& err;
 
@@ -29,24 +31,11 @@ struct Context {
   int Fail(const absl::Status& s) const;
   // For a command line that does not parse: 2, as for any usage error.
   int Usage(const std::string& message) const;
+  // The command's flags, parsed: the exit code when the command must end now (a usage
+  // error: 2), nullopt to run.
+  [[nodiscard]] std::optional<int> Parse(flags::FlagSet& flags,
+                                         const std::vector<std::string>& args) const;
 };
-
-// A command's own flags and positional arguments.
-struct Args {
-  std::set<std::string> bools;
-  std::vector<std::pair<std::string, std::string>> values;
-  std::vector<std::string> positional;
-
-  bool Has(const std::string& flag) const { return bools.count(flag) > 0; }
-  // The last value given for `flag`, or "".
-  std::string Get(const std::string& flag) const;
-};
-
-// Accepts "--flag", "-f", "--flag=value" and "--flag value"; anything else starting with
-// '-' is an error naming it.
-[[nodiscard]] absl::StatusOr<Args> ParseArgs(const std::vector<std::string>& args,
-                                             const std::set<std::string>& bool_flags,
-                                             const std::set<std::string>& value_flags);
 
 // "namespace/name" -> {namespace, name}.
 [[nodiscard]] absl::StatusOr<std::pair<std::string, std::string>> ParseModuleRef(

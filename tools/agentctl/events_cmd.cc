@@ -1,6 +1,8 @@
 // agentctl events [-f] [--replay]: without -f, the events the agent keeps in memory; with
 // -f, new events as they come (after the kept ones with --replay) until interrupted.
 
+#include <optional>
+
 #include "absl/time/time.h"
 #include "tools/agentctl/command.h"
 #include "tools/agentctl/format.h"
@@ -16,15 +18,15 @@ constexpr absl::Duration kReplayQuiet = absl::Milliseconds(500);
 }  // namespace
 
 int EventsCommand(const Context& ctx, const std::vector<std::string>& args) {
-  auto parsed = ParseArgs(args, {"-f", "--follow", "--replay"}, {});
-  if (!parsed.ok()) {
-    return ctx.Usage(std::string(parsed.status().message()));
+  bool follow = false;
+  bool replay_too = false;
+  flags::FlagSet flags("agentctl events", ctx.usage);
+  flags.Switch("-f,--follow", "new events as they come, until interrupted", &follow);
+  flags.Switch("--replay", "with -f: the recent events first", &replay_too);
+  if (std::optional<int> exit = ctx.Parse(flags, args)) {
+    return *exit;
   }
-  if (!parsed->positional.empty()) {
-    return ctx.Usage("usage: agentctl events [-f] [--replay]");
-  }
-  const bool follow = parsed->Has("-f") || parsed->Has("--follow");
-  const bool replay = !follow || parsed->Has("--replay");
+  const bool replay = !follow || replay_too;
   auto client = ctx.Dial();
   if (!client.ok()) {
     return ctx.Fail(client.status());

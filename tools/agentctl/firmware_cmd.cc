@@ -1,5 +1,7 @@
 // agentctl firmware: the firmware files kmodd staged, and the modules that own each.
 
+#include <optional>
+
 #include "tools/agentctl/command.h"
 #include "tools/agentctl/format.h"
 #include "tools/agentctl/proto_value.h"
@@ -7,12 +9,9 @@
 namespace kmodd::agentctl {
 
 int FirmwareCommand(const Context& ctx, const std::vector<std::string>& args) {
-  auto parsed = ParseArgs(args, {}, {});
-  if (!parsed.ok()) {
-    return ctx.Usage(std::string(parsed.status().message()));
-  }
-  if (!parsed->positional.empty()) {
-    return ctx.Usage("firmware takes no arguments");
+  flags::FlagSet flags("agentctl firmware", ctx.usage);
+  if (std::optional<int> exit = ctx.Parse(flags, args)) {
+    return *exit;
   }
   auto client = ctx.Dial();
   if (!client.ok()) {

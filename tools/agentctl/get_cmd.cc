@@ -1,5 +1,7 @@
 // agentctl get NAMESPACE/NAME: one module's full status (yaml unless -o json).
 
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "tools/agentctl/command.h"
 #include "tools/agentctl/proto_value.h"
@@ -7,14 +9,13 @@
 namespace kmodd::agentctl {
 
 int GetCommand(const Context& ctx, const std::vector<std::string>& args) {
-  auto parsed = ParseArgs(args, {}, {});
-  if (!parsed.ok()) {
-    return ctx.Usage(std::string(parsed.status().message()));
+  std::string module;
+  flags::FlagSet flags("agentctl get", ctx.usage);
+  flags.Positional("NAMESPACE/NAME", "the Module's namespace and name", &module);
+  if (std::optional<int> exit = ctx.Parse(flags, args)) {
+    return *exit;
   }
-  if (parsed->positional.size() != 1) {
-    return ctx.Usage("usage: agentctl get NAMESPACE/NAME [-o yaml|json]");
-  }
-  auto ref = ParseModuleRef(parsed->positional[0]);
+  auto ref = ParseModuleRef(module);
   if (!ref.ok()) {
     return ctx.Usage(std::string(ref.status().message()));
   }

@@ -1,6 +1,8 @@
 // agentctl images [--prune]: the agent's image cache; --prune removes the trees no module
 // uses and lists them.
 
+#include <optional>
+
 #include "tools/agentctl/command.h"
 #include "tools/agentctl/format.h"
 #include "tools/agentctl/proto_value.h"
@@ -8,14 +10,12 @@
 namespace kmodd::agentctl {
 
 int ImagesCommand(const Context& ctx, const std::vector<std::string>& args) {
-  auto parsed = ParseArgs(args, {"--prune"}, {});
-  if (!parsed.ok()) {
-    return ctx.Usage(std::string(parsed.status().message()));
+  bool prune = false;
+  flags::FlagSet flags("agentctl images", ctx.usage);
+  flags.Switch("--prune", "remove the trees no module uses, and list them", &prune);
+  if (std::optional<int> exit = ctx.Parse(flags, args)) {
+    return *exit;
   }
-  if (!parsed->positional.empty()) {
-    return ctx.Usage("usage: agentctl images [--prune]");
-  }
-  const bool prune = parsed->Has("--prune");
   auto client = ctx.Dial();
   if (!client.ok()) {
     return ctx.Fail(client.status());

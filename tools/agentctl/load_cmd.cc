@@ -3,6 +3,7 @@
 
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -12,16 +13,13 @@
 namespace kmodd::agentctl {
 
 int LoadCommand(const Context& ctx, const std::vector<std::string>& args) {
-  auto parsed = ParseArgs(args, {}, {"-f", "--filename"});
-  if (!parsed.ok()) {
-    return ctx.Usage(std::string(parsed.status().message()));
-  }
-  std::string file = parsed->Get("-f");
-  if (file.empty()) {
-    file = parsed->Get("--filename");
-  }
-  if (file.empty() || !parsed->positional.empty()) {
-    return ctx.Usage("usage: agentctl load -f FILE (a NodeModulesConfig module entry, or - for stdin)");
+  std::string file;
+  flags::FlagSet flags("agentctl load", ctx.usage);
+  flags.String("-f,--filename", "FILE", "a NodeModulesConfig module entry, or - for stdin", &file)
+      .Needs("a path (a NodeModulesConfig module entry, or - for stdin)")
+      .Required();
+  if (std::optional<int> exit = ctx.Parse(flags, args)) {
+    return *exit;
   }
   std::string text;
   if (file == "-") {

@@ -1,8 +1,9 @@
 // agentctl's command table and global options (kmod's tools/kmod.c shape).
 
 #include <iostream>
+#include <optional>
+#include <set>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "tools/agentctl/command.h"
@@ -41,74 +42,16 @@ const std::vector<Command>& Commands() {
   return kCommands;
 }
 
-void Usage(std::ostream& os) {
-  os << "usage: agentctl [--socket PATH] COMMAND [ARGS]\n\n"
-        "Talks to the kmodd agent on this node (default socket "
-     << kDefaultSocket << ", or $KMODD_AGENT_SOCKET).\n\ncommands:\n";
+std::string Usage() {
+  std::string usage = absl::StrCat(
+      "usage: agentctl [--socket PATH] COMMAND [ARGS]\n\n"
+      "Talks to the kmodd agent on this node (default socket ",
+      kDefaultSocket, ", or $KMODD_AGENT_SOCKET).\n\ncommands:\n");
   for (const auto& c : Commands()) {
     const std::string name = c.name;
-    os << "  " << name << std::string(10 - name.size(), ' ') << c.help << "\n";
+    absl::StrAppend(&usage, "  ", name, std::string(10 - name.size(), ' '), c.help, "\n");
   }
-  os << "\nglobal options:\n"
-        "  --socket PATH     the agent's unix socket\n"
-        "  -o, --output FMT  yaml, json (and wide for status)\n"
-        "\n`agentctl COMMAND --help` shows each command's usage.\n";
-}
-
-// Takes --socket and -o/--output from anywhere on the line; the rest is the command's.
-struct Globals {
-  std::string socket;
-  std::string output;
-  bool help = false;
-  std::vector<std::string> rest;
-};
-
-absl::StatusOr<Globals> ParseGlobals(const std::vector<std::string>& args,
-                                     const std::string& default_socket) {
-  Globals g;
-  g.socket = default_socket;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto take = [&](const std::string& flag, std::string& into) -> absl::StatusOr<bool> {
-      if (a == flag) {
-        if (i + 1 >= args.size()) {
-          return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
-        }
-        into = args[++i];
-        return true;
-      }
-      if (absl::StartsWith(a, flag + "=")) {
-        into = a.substr(flag.size() + 1);
-        return true;
-      }
-      return false;
-    };
-    bool matched = false;
-    for (const auto& [flag, into] : {std::pair<std::string, std::string*>{"--socket", &g.socket},
-                                     {"-o", &g.output},
-                                     {"--output", &g.output}}) {
-      auto took = take(flag, *into);
-      if (!took.ok()) {
-        return took.status();
-      }
-      if (*took) {
-        matched = true;
-        break;
-      }
-    }
-    if (matched) {
-      continue;
-    }
-    if (a == "-h" || a == "--help") {
-      g.help = true;
-    } else {
-      g.rest.push_back(a);
-    }
-  }
-  if (g.socket.empty()) {
-    return absl::InvalidArgumentError("--socket is empty");
-  }
-  return g;
+  return usage;
 }
 
 }  // namespace
@@ -123,43 +66,17 @@ int Context::Usage(const std::string& message) const {
   return 2;
 }
 
-std::string Args::Get(const std::string& flag) const {
-  std::string v;
-  for (const auto& [f, value] : values) {
-    if (f == flag) {
-      v = value;
-    }
+std::optional<int> Context::Parse(flags::FlagSet& flags,
+                                  const std::vector<std::string>& args) const {
+  absl::StatusOr<flags::FlagSet::Outcome> outcome = flags.Parse(args);
+  if (!outcome.ok()) {
+    return Usage(std::string(outcome.status().message()));
   }
-  return v;
-}
-
-absl::StatusOr<Args> ParseArgs(const std::vector<std::string>& args,
-                               const std::set<std::string>& bool_flags,
-                               const std::set<std::string>& value_flags) {
-  Args out;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a.size() < 2 || a[0] != '-') {
-      out.positional.push_back(a);
-      continue;
-    }
-    const size_t eq = a.find('=');
-    const std::string flag = a.substr(0, eq);
-    if (value_flags.count(flag) > 0) {
-      if (eq != std::string::npos) {
-        out.values.emplace_back(flag, a.substr(eq + 1));
-      } else if (i + 1 < args.size()) {
-        out.values.emplace_back(flag, args[++i]);
-      } else {
-        return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
-      }
-    } else if (bool_flags.count(flag) > 0 && eq == std::string::npos) {
-      out.bools.insert(flag);
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", a));
-    }
+  if (*outcome == flags::FlagSet::Outcome::kHelp) {  // not reached: Run takes --help
+    out << flags.Help();
+    return 0;
   }
-  return out;
+  return std::nullopt;
 }
 
 absl::StatusOr<std::pair<std::string, std::string>> ParseModuleRef(const std::string& ref) {
@@ -174,38 +91,48 @@ absl::StatusOr<std::pair<std::string, std::string>> ParseModuleRef(const std::st
 
 int Run(const std::vector<std::string>& args, const std::string& default_socket,
         std::ostream& out, std::ostream& err) {
-  absl::StatusOr<Globals> g = ParseGlobals(args, default_socket);
-  if (!g.ok()) {
-    err << "error: " << g.status().message() << "\n";
+  // --socket and -o/--output are taken from anywhere on the line; the rest is the command's.
+  std::string socket = default_socket;
+  std::string output;
+  std::vector<std::string> rest;
+  flags::FlagSet globals("agentctl", Usage());
+  globals.String("--socket", "PATH", "the agent's unix socket", &socket);
+  globals.String("-o,--output", "FORMAT", "yaml, json (and wide for status)", &output);
+  globals.PassUnknown(&rest);
+  globals.Notes("`agentctl COMMAND --help` shows each command's usage.\n");
+  absl::StatusOr<flags::FlagSet::Outcome> outcome = globals.Parse(args);
+  if (!outcome.ok()) {
+    err << "error: " << outcome.status().message() << "\n";
     return 2;
   }
-  if (g->rest.empty()) {
-    Usage(g->help ? out : err);
-    return g->help ? 0 : 2;
+  const bool help = *outcome == flags::FlagSet::Outcome::kHelp;
+  if (rest.empty()) {
+    (help ? out : err) << globals.Help();
+    return help ? 0 : 2;
   }
-  const std::string name = g->rest.front();
-  const std::vector<std::string> rest(g->rest.begin() + 1, g->rest.end());
+  const std::string name = rest.front();
+  rest.erase(rest.begin());
   for (const auto& c : Commands()) {
     if (name != c.name) {
       continue;
     }
-    if (g->help) {
-      out << "usage: agentctl " << c.usage << "\n\n" << c.help << "\n";
+    const std::string usage = absl::StrCat("usage: agentctl ", c.usage, "\n\n", c.help, "\n");
+    if (help) {
+      out << usage;
       return 0;
     }
-    if (!g->output.empty() && c.outputs.count(g->output) == 0) {
-      err << "error: " << name << " does not print -o " << g->output;
+    if (!output.empty() && c.outputs.count(output) == 0) {
+      err << "error: " << name << " does not print -o " << output;
       if (!c.outputs.empty()) {
         err << " (it prints " << absl::StrJoin(c.outputs, ", ") << ")";
       }
       err << "\n";
       return 2;
     }
-    const Context ctx{g->socket, g->output, out, err};
+    const Context ctx{socket, output, usage, out, err};
     return c.run(ctx, rest);
   }
-  err << "error: unknown command \"" << name << "\"\n";
-  Usage(err);
+  err << "error: unknown command \"" << name << "\"\n" << globals.Help();
   return 2;
 }
 

@@ -1,5 +1,7 @@
 // agentctl status: the node, the controller link and every module's phase.
 
+#include <optional>
+
 #include "absl/time/clock.h"
 #include "tools/agentctl/command.h"
 #include "tools/agentctl/format.h"
@@ -8,12 +10,9 @@
 namespace kmodd::agentctl {
 
 int StatusCommand(const Context& ctx, const std::vector<std::string>& args) {
-  auto parsed = ParseArgs(args, {}, {});
-  if (!parsed.ok()) {
-    return ctx.Usage(std::string(parsed.status().message()));
-  }
-  if (!parsed->positional.empty()) {
-    return ctx.Usage("status takes no arguments (agentctl get NAMESPACE/NAME shows one module)");
+  flags::FlagSet flags("agentctl status", ctx.usage);
+  if (std::optional<int> exit = ctx.Parse(flags, args)) {
+    return *exit;
   }
   auto client = ctx.Dial();
   if (!client.ok()) {

@@ -1,18 +1,19 @@
 // agentctl unload NAMESPACE/NAME: a debugging override; the next desired state replaces it.
 
+#include <optional>
+
 #include "tools/agentctl/command.h"
 
 namespace kmodd::agentctl {
 
 int UnloadCommand(const Context& ctx, const std::vector<std::string>& args) {
-  auto parsed = ParseArgs(args, {}, {});
-  if (!parsed.ok()) {
-    return ctx.Usage(std::string(parsed.status().message()));
+  std::string module;
+  flags::FlagSet flags("agentctl unload", ctx.usage);
+  flags.Positional("NAMESPACE/NAME", "the Module's namespace and name", &module);
+  if (std::optional<int> exit = ctx.Parse(flags, args)) {
+    return *exit;
   }
-  if (parsed->positional.size() != 1) {
-    return ctx.Usage("usage: agentctl unload NAMESPACE/NAME");
-  }
-  auto ref = ParseModuleRef(parsed->positional[0]);
+  auto ref = ParseModuleRef(module);
   if (!ref.ok()) {
     return ctx.Usage(std::string(ref.status().message()));
   }

@@ -14,13 +14,15 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <functional>
+#include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/beneath.h"
+#include "common/flags.h"
 
 namespace {
 
@@ -60,16 +62,15 @@ int main(int argc, char** argv) {
   int runs = 21;
   int calls = 2000;
   std::string dir = "/tmp";
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--depth") == 0) {
-      depth = std::atoi(argv[i + 1]);
-    } else if (std::strcmp(argv[i], "--runs") == 0) {
-      runs = std::atoi(argv[i + 1]);
-    } else if (std::strcmp(argv[i], "--calls") == 0) {
-      calls = std::atoi(argv[i + 1]);
-    } else if (std::strcmp(argv[i], "--dir") == 0) {
-      dir = argv[i + 1];
-    }
+  kmodd::flags::FlagSet flags(
+      "beneath_bench", "usage: beneath_bench [--depth N] [--runs R] [--calls C] [--dir D]\n");
+  flags.Int("--depth", "N", "directories below the root (default 10)", &depth, {1});
+  flags.Int("--runs", "R", "runs, of which the median is printed (default 21)", &runs, {1});
+  flags.Int("--calls", "C", "calls per run (default 2000)", &calls, {1});
+  flags.String("--dir", "D", "where the tree is made (default /tmp)", &dir);
+  if (std::optional<int> exit =
+          flags.ParseOrExit(std::vector<std::string>(argv + 1, argv + argc), std::cout, std::cerr)) {
+    return *exit;
   }
   std::string tmpl = dir + "/kmodd-beneath-bench-XXXXXX";
   if (!Check(mkdtemp(tmpl.data()) != nullptr, "mkdtemp")) {

@@ -17,15 +17,16 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
+#include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "common/flags.h"
 #include "common/log.h"
 #include "controller/server/hub.h"
 #include "controller/server/report_filter.h"
@@ -110,14 +111,14 @@ int main(int argc, char** argv) {
   int entries = 100000;
   int runs = 11;
   int before_runs = 3;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--entries") == 0) {
-      entries = std::atoi(argv[i + 1]);
-    } else if (std::strcmp(argv[i], "--runs") == 0) {
-      runs = std::atoi(argv[i + 1]);
-    } else if (std::strcmp(argv[i], "--before-runs") == 0) {
-      before_runs = std::atoi(argv[i + 1]);
-    }
+  kmodd::flags::FlagSet flags(
+      "hub_bench", "usage: hub_bench [--entries N] [--runs R] [--before-runs R]\n");
+  flags.Int("--entries", "N", "module entries in one report (default 100000)", &entries, {1});
+  flags.Int("--runs", "R", "runs of each measure (default 11)", &runs, {1});
+  flags.Int("--before-runs", "R", "runs of the O(n^2) reference (default 3)", &before_runs, {0});
+  if (std::optional<int> exit =
+          flags.ParseOrExit(std::vector<std::string>(argv + 1, argv + argc), std::cout, std::cerr)) {
+    return *exit;
   }
   std::FILE* devnull = std::fopen("/dev/null", "w");
   kmodd::Logger log(devnull);  // info: the per-module debug lines are not written

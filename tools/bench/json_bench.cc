@@ -7,11 +7,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
+#include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/flags.h"
 #include "common/json.h"
 
 namespace {
@@ -36,12 +37,12 @@ std::string NodeEvent(int labels) {
 int main(int argc, char** argv) {
   int labels = 100000;
   int runs = 11;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--labels") == 0) {
-      labels = std::atoi(argv[i + 1]);
-    } else if (std::strcmp(argv[i], "--runs") == 0) {
-      runs = std::atoi(argv[i + 1]);
-    }
+  kmodd::flags::FlagSet flags("json_bench", "usage: json_bench [--labels N] [--runs R]\n");
+  flags.Int("--labels", "N", "labels of the Node (default 100000)", &labels, {0});
+  flags.Int("--runs", "R", "parses (default 11)", &runs, {1});
+  if (std::optional<int> exit =
+          flags.ParseOrExit(std::vector<std::string>(argv + 1, argv + argc), std::cout, std::cerr)) {
+    return *exit;
   }
   const std::string event = NodeEvent(labels);
   std::vector<double> ms;

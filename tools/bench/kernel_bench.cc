@@ -15,9 +15,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <iostream>
+#include <optional>
 #include <string>
 
-#include "absl/strings/numbers.h"
+#include "common/flags.h"
 #include "node-agent/kernel/kmod_kernel.h"
 #include "node-agent/kernel/tree.h"
 
@@ -49,23 +51,12 @@ int SyscallRemove(const std::string& name) {
 int main(int argc, char** argv) {
   int rounds = 20;
   std::string path;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--rounds" && i + 1 < argc) {
-      if (!absl::SimpleAtoi(argv[++i], &rounds) || rounds < 1) {
-        std::fprintf(stderr, "kernel_bench: --rounds wants a positive number\n");
-        return 2;
-      }
-    } else if (path.empty() && !a.empty() && a[0] != '-') {
-      path = a;
-    } else {
-      std::fprintf(stderr, "usage: kernel_bench [--rounds N] MODULE.ko\n");
-      return 2;
-    }
-  }
-  if (path.empty()) {
-    std::fprintf(stderr, "usage: kernel_bench [--rounds N] MODULE.ko\n");
-    return 2;
+  kmodd::flags::FlagSet flags("kernel_bench", "usage: kernel_bench [--rounds N] MODULE.ko\n");
+  flags.Int("--rounds", "N", "insert/remove rounds of each kind (default 20)", &rounds, {1});
+  flags.Positional("MODULE.ko", "the module file", &path).Needs("a module file (MODULE.ko)");
+  if (std::optional<int> exit =
+          flags.ParseOrExit(std::vector<std::string>(argv + 1, argv + argc), std::cout, std::cerr)) {
+    return *exit;
   }
   auto info = kmodd::kernel::ReadModuleFile(path);
   if (!info.ok()) {

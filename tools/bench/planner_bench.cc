@@ -8,10 +8,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "api/decode.h"
+#include "common/flags.h"
 #include "controller/plan/planner.h"
 
 namespace {
@@ -91,16 +94,14 @@ int main(int argc, char** argv) {
   int nodes = 5000;
   int modules = 100;
   int runs = 15;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i];
-    const int v = std::atoi(argv[i + 1]);
-    if (a == "--nodes") {
-      nodes = v;
-    } else if (a == "--modules") {
-      modules = v;
-    } else if (a == "--runs") {
-      runs = v;
-    }
+  kmodd::flags::FlagSet flags("planner_bench",
+                              "usage: planner_bench [--nodes N] [--modules M] [--runs R]\n");
+  flags.Int("--nodes", "N", "nodes (default 5000)", &nodes, {1});
+  flags.Int("--modules", "M", "Modules (default 100)", &modules, {1});
+  flags.Int("--runs", "R", "runs of each measure (default 15)", &runs, {1});
+  if (std::optional<int> exit =
+          flags.ParseOrExit(std::vector<std::string>(argv + 1, argv + argc), std::cout, std::cerr)) {
+    return *exit;
   }
   std::vector<kmodd::api::Module> mods;
   mods.reserve(modules);

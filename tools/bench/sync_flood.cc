@@ -297,6 +297,10 @@ int main(int argc, char** argv) {
               << kmodd::bench::kSyncFloodUsage;
     return 2;
   }
+  if (!options->help.empty()) {
+    std::cout << options->help;
+    return 0;
+  }
   grpc::SslCredentialsOptions ssl;
   std::ifstream in(options->ca_file);
   if (!in) {

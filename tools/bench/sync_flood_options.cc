@@ -1,7 +1,6 @@
 #include "tools/bench/sync_flood_options.h"
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
+#include "common/flags.h"
 
 namespace kmodd::bench {
 
@@ -18,67 +17,34 @@ const char kSyncFloodUsage[] =
     "client certificate. Prints one JSON line: streams opened and finished, per second, and\n"
     "how they ended, by status code.\n";
 
-namespace {
-
-absl::StatusOr<int> Positive(const std::string& flag, const std::string& v) {
-  int n = 0;
-  if (!absl::SimpleAtoi(v, &n) || n <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, " must be a positive integer, not \"", v, "\""));
-  }
-  return n;
-}
-
-}  // namespace
-
 absl::StatusOr<SyncFloodOptions> ParseSyncFloodOptions(const std::vector<std::string>& args) {
   SyncFloodOptions o;
   bool token_given = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--distinct-tokens") {
-      o.distinct_tokens = true;
-      continue;
-    }
-    if (i + 1 >= args.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag or missing value: ", a));
-    }
-    const std::string& v = args[++i];
-    auto number = [&](int& into) -> absl::Status {
-      absl::StatusOr<int> n = Positive(a, v);
-      if (!n.ok()) {
-        return n.status();
-      }
-      into = *n;
-      return absl::OkStatus();
-    };
-    absl::Status s;
-    if (a == "--controller") {
-      o.controller = v;
-    } else if (a == "--ca") {
-      o.ca_file = v;
-    } else if (a == "--duration") {
-      s = number(o.duration_s);
-    } else if (a == "--connections") {
-      s = number(o.connections);
-    } else if (a == "--inflight") {
-      s = number(o.inflight);
-    } else if (a == "--token") {
-      if (v.empty()) {
-        return absl::InvalidArgumentError("--token must not be empty");
-      }
-      o.token = v;
-      token_given = true;
-    } else if (a == "--node-prefix") {
-      o.node_prefix = v;
-    } else if (a == "--nodes") {
-      s = number(o.nodes);
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", a));
-    }
-    if (!s.ok()) {
-      return s;
-    }
+  flags::FlagSet flags("kmodd-sync-flood", kSyncFloodUsage);
+  const flags::IntRange positive{1};
+  flags.String("--controller", "HOST:PORT", "the controller's Sync port", &o.controller);
+  flags.String("--ca", "FILE", "the CA the controller's certificate chains to", &o.ca_file);
+  flags.Int("--duration", "SECONDS", "how long to flood (default 20)", &o.duration_s, positive);
+  flags.Int("--connections", "C", "TCP connections (default 8)", &o.connections, positive);
+  flags.Int("--inflight", "K", "streams open at once, at most (default 2000)", &o.inflight,
+            positive);
+  flags.Custom("--token", "TOKEN", "the bearer token of every stream",
+               [&o, &token_given](const std::string& v) {
+                 o.token = v;
+                 token_given = true;
+                 return absl::OkStatus();
+               });
+  flags.Switch("--distinct-tokens", "a fresh random token per stream", &o.distinct_tokens);
+  flags.String("--node-prefix", "PREFIX", "hellos name PREFIX<i mod N> (default flood-)",
+               &o.node_prefix);
+  flags.Int("--nodes", "N", "distinct node names (default 1000)", &o.nodes, positive);
+  absl::StatusOr<flags::FlagSet::Outcome> outcome = flags.Parse(args);
+  if (!outcome.ok()) {
+    return outcome.status();
+  }
+  if (*outcome == flags::FlagSet::Outcome::kHelp) {
+    o.help = flags.Help();
+    return o;
   }
   if (o.controller.empty()) {
     return absl::InvalidArgumentError("--controller is required");

@@ -21,6 +21,8 @@ struct SyncFloodOptions {
   bool distinct_tokens = false;
   std::string node_prefix = "flood-";
   int nodes = 1000;  // hellos name <node_prefix>0 .. <node_prefix><nodes - 1>, in turn
+  // Not empty when --help was asked: the text to print (nothing else was checked).
+  std::string help;
 };
 
 extern const char kSyncFloodUsage[];

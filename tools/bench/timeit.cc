@@ -18,6 +18,12 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/flags.h"
 
 namespace {
 
@@ -30,29 +36,42 @@ long long NowMicros(clockid_t clock = CLOCK_MONOTONIC) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int i = 1;
-  const char* out_path = nullptr;
-  if (i < argc && std::strcmp(argv[i], "--now") == 0) {
+  std::string out_path;
+  bool now = false;
+  bool clocks = false;
+  std::vector<std::string> command;
+  kmodd::flags::FlagSet flags(
+      "timeit", "usage: timeit [-o FILE] [--] COMMAND [ARG]...\n       timeit --now\n"
+                "       timeit --clocks\n");
+  flags.String("-o", "FILE", "append \"START_US ELAPSED_US EXIT_STATUS\" here (default: stderr)",
+               &out_path);
+  flags.Switch("--now", "print the current CLOCK_MONOTONIC time in microseconds", &now);
+  flags.Switch("--clocks", "print \"MONOTONIC_US REALTIME_US\", read back to back", &clocks);
+  flags.Rest("COMMAND", "the command and its arguments, looked up in PATH", &command);
+  flags.StopAtFirstPositional();  // the command's own flags are its
+  if (std::optional<int> exit =
+          flags.ParseOrExit(std::vector<std::string>(argv + 1, argv + argc), std::cout, std::cerr)) {
+    return *exit;
+  }
+  if (now) {
     std::printf("%lld\n", NowMicros());
     return 0;
   }
-  if (i < argc && std::strcmp(argv[i], "--clocks") == 0) {
+  if (clocks) {
     const long long mono = NowMicros();
     const long long real = NowMicros(CLOCK_REALTIME);
     std::printf("%lld %lld\n", mono, real);
     return 0;
   }
-  if (i + 1 < argc && std::strcmp(argv[i], "-o") == 0) {
-    out_path = argv[i + 1];
-    i += 2;
+  if (command.empty()) {
+    return flags.UsageError(std::cerr, "no COMMAND to run");
   }
-  if (i < argc && std::strcmp(argv[i], "--") == 0) {
-    ++i;
+  std::vector<char*> exec_argv;
+  exec_argv.reserve(command.size() + 1);
+  for (std::string& word : command) {
+    exec_argv.push_back(word.data());
   }
-  if (i >= argc) {
-    std::fprintf(stderr, "usage: timeit [-o FILE] [--] COMMAND [ARG]...\n       timeit --now\n       timeit --clocks\n");
-    return 2;
-  }
+  exec_argv.push_back(nullptr);
   const long long start = NowMicros();
   const pid_t pid = fork();
   if (pid < 0) {
@@ -60,8 +79,8 @@ int main(int argc, char** argv) {
     return 125;
   }
   if (pid == 0) {
-    execvp(argv[i], argv + i);
-    std::fprintf(stderr, "timeit: %s: %s\n", argv[i], std::strerror(errno));
+    execvp(exec_argv[0], exec_argv.data());
+    std::fprintf(stderr, "timeit: %s: %s\n", exec_argv[0], std::strerror(errno));
     _exit(127);
   }
   int status = 0;
@@ -73,9 +92,9 @@ int main(int argc, char** argv) {
   }
   const long long elapsed = NowMicros() - start;
   const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  FILE* out = out_path != nullptr ? std::fopen(out_path, "a") : stderr;
+  FILE* out = !out_path.empty() ? std::fopen(out_path.c_str(), "a") : stderr;
   if (out == nullptr) {
-    std::fprintf(stderr, "timeit: %s: %s\n", out_path, std::strerror(errno));
+    std::fprintf(stderr, "timeit: %s: %s\n", out_path.c_str(), std::strerror(errno));
     return 125;
   }
   std::fprintf(out, "%lld %lld %d\n", start, elapsed, rc);

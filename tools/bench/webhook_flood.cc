@@ -23,18 +23,20 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/flags.h"
 #include "common/log.h"
 #include "controller/certs/pki.h"
 #include "controller/webhook/https_server.h"
@@ -271,44 +273,62 @@ int Cost() {
   return 0;
 }
 
-int Usage() {
-  std::fprintf(stderr,
-               "usage: webhook_flood serve PORT_FILE\n"
-               "       webhook_flood load PORT [--flood N] [--body mappings|labels|garbage] "
-               "[--seconds S] [--interval-ms I]\n"
-               "       webhook_flood cost\n");
-  return 2;
+constexpr char kUsage[] =
+    "usage: webhook_flood serve PORT_FILE\n"
+    "       webhook_flood load PORT [--flood N] [--body mappings|labels|garbage] "
+    "[--seconds S] [--interval-ms I]\n"
+    "       webhook_flood cost\n";
+
+int LoadCommand(const std::vector<std::string>& args) {
+  int port = 0;
+  int flood = 4;
+  std::string kind = "mappings";
+  int seconds = 10;
+  int interval_ms = 50;
+  kmodd::flags::FlagSet flags("webhook_flood load", kUsage);
+  flags.Int("--flood", "N", "connections sending KIND bodies (default 4)", &flood, {1});
+  flags.OneOf("--body", "KIND", "mappings (default), labels or garbage", &kind,
+              {"mappings", "labels", "garbage"});
+  flags.Int("--seconds", "S", "how long (default 10)", &seconds, {1});
+  flags.Int("--interval-ms", "I", "a valid Module is due every I ms (default 50)", &interval_ms,
+            {1});
+  std::string port_text;
+  flags.Positional("PORT", "the webhook's port on 127.0.0.1", &port_text);
+  if (std::optional<int> exit = flags.ParseOrExit(args, std::cout, std::cerr)) {
+    return *exit;
+  }
+  if (!absl::SimpleAtoi(port_text, &port) || port < 1 || port > 65535) {
+    return flags.UsageError(std::cerr,
+                            absl::StrCat("PORT \"", port_text, "\": want a port, 1 to 65535"));
+  }
+  return Load(static_cast<uint16_t>(port), flood, kind, seconds, interval_ms);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc >= 3 && std::strcmp(argv[1], "serve") == 0) {
-    return Serve(argv[2]);
+  std::string command;
+  std::vector<std::string> args;
+  kmodd::flags::FlagSet flags("webhook_flood", kUsage);
+  flags.Positional("COMMAND", "serve, load or cost", &command);
+  flags.Rest("ARGS", "", &args);
+  flags.StopAtFirstPositional();  // the rest is the command's
+  if (std::optional<int> exit =
+          flags.ParseOrExit(std::vector<std::string>(argv + 1, argv + argc), std::cout, std::cerr)) {
+    return *exit;
   }
-  if (argc >= 2 && std::strcmp(argv[1], "cost") == 0) {
-    return Cost();
+  if (command == "load") {
+    return LoadCommand(args);
   }
-  if (argc < 3 || std::strcmp(argv[1], "load") != 0) {
-    return Usage();
+  std::string port_file;
+  kmodd::flags::FlagSet sub(absl::StrCat("webhook_flood ", command), kUsage);
+  if (command == "serve") {
+    sub.Positional("PORT_FILE", "where the port is written", &port_file);
+  } else if (command != "cost") {
+    return flags.UsageError(std::cerr, absl::StrCat("unknown command \"", command, "\""));
   }
-  const auto port = static_cast<uint16_t>(std::atoi(argv[2]));
-  int flood = 4;
-  std::string kind = "mappings";
-  int seconds = 10;
-  int interval_ms = 50;
-  for (int i = 3; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--flood") == 0) {
-      flood = std::atoi(argv[i + 1]);
-    } else if (std::strcmp(argv[i], "--body") == 0) {
-      kind = argv[i + 1];
-    } else if (std::strcmp(argv[i], "--seconds") == 0) {
-      seconds = std::atoi(argv[i + 1]);
-    } else if (std::strcmp(argv[i], "--interval-ms") == 0) {
-      interval_ms = std::atoi(argv[i + 1]);
-    } else {
-      return Usage();
-    }
+  if (std::optional<int> exit = sub.ParseOrExit(args, std::cout, std::cerr)) {
+    return *exit;
   }
-  return Load(port, flood, kind, seconds, interval_ms);
+  return command == "serve" ? Serve(port_file) : Cost();
 }

@@ -113,6 +113,10 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << options.status().message() << "\n\n" << kmodd::loadgen::kUsage;
     return 2;
   }
+  if (!options->help.empty()) {
+    std::cout << options->help;
+    return 0;
+  }
   const auto& o = *options;
   std::vector<std::shared_ptr<grpc::ChannelCredentials>> creds;  // one, or one per agent
   std::vector<std::string> tokens;  // --token-dir: one per agent

@@ -1,7 +1,7 @@
 #include "tools/loadgen/options.h"
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/flags.h"
 
 namespace kmodd::loadgen {
 
@@ -32,91 +32,42 @@ const char kUsage[] =
     "GRPC_ARG_MIN_RECONNECT_BACKOFF_MS (the least time one connection attempt is given);\n"
     "default: the agent's channel arguments.\n";
 
-namespace {
-
-absl::StatusOr<int> Positive(const std::string& flag, const std::string& v) {
-  int n = 0;
-  if (!absl::SimpleAtoi(v, &n) || n <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, " must be a positive integer, not \"", v, "\""));
-  }
-  return n;
-}
-
-}  // namespace
-
 absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
   Options o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--insecure") {
-      o.insecure = true;
-      continue;
-    }
-    if (a == "--reconnect") {
-      o.reconnect = true;
-      continue;
-    }
-    if (i + 1 >= args.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag or missing value: ", a));
-    }
-    const std::string& v = args[++i];
-    auto number = [&](int& into) -> absl::Status {
-      auto n = Positive(a, v);
-      if (!n.ok()) {
-        return n.status();
-      }
-      into = *n;
-      return absl::OkStatus();
-    };
-    absl::Status s;
-    if (a == "--controller") {
-      o.controller = v;
-    } else if (a == "--agents") {
-      s = number(o.agents);
-    } else if (a == "--ca") {
-      o.ca_file = v;
-    } else if (a == "--cert") {
-      o.cert_file = v;
-    } else if (a == "--key") {
-      o.key_file = v;
-    } else if (a == "--token-file") {
-      o.token_file = v;
-    } else if (a == "--token-dir") {
-      o.token_dir = v;
-    } else if (a == "--cert-dir") {
-      o.cert_dir = v;
-    } else if (a == "--min-connect-timeout-ms") {
-      s = number(o.min_connect_timeout_ms);
-    } else if (a == "--name-prefix") {
-      o.name_prefix = v;
-    } else if (a == "--label") {
-      const size_t eq = v.find('=');
-      if (eq == std::string::npos || eq == 0) {
-        return absl::InvalidArgumentError(absl::StrCat("--label wants KEY=VALUE, not \"", v, "\""));
-      }
-      o.labels[v.substr(0, eq)] = v.substr(eq + 1);
-    } else if (a == "--kernel") {
-      o.kernel = v;
-    } else if (a == "--connections") {
-      s = number(o.connections);
-    } else if (a == "--until-version-count") {
-      s = number(o.until_version_count);
-    } else if (a == "--wait-all-acked") {
-      s = number(o.wait_all_acked_s);
-    } else if (a == "--since-file") {
-      o.since_file = v;
-    } else if (a == "--report") {
-      o.report_file = v;
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", a));
-    }
-    if (!s.ok()) {
-      return s;
-    }
+  flags::FlagSet flags("kmodd-loadgen", kUsage);
+  const flags::IntRange positive{1};
+  flags.String("--controller", "HOST:PORT", "the controller's Sync port", &o.controller)
+      .Required();
+  flags.Int("--agents", "N", "simulated agents", &o.agents, positive).Required();
+  flags.Switch("--insecure", "plain text", &o.insecure);
+  flags.String("--ca", "FILE", "the controller's CA", &o.ca_file);
+  flags.String("--cert", "FILE", "one client certificate for every agent", &o.cert_file);
+  flags.String("--key", "FILE", "its key", &o.key_file);
+  flags.String("--cert-dir", "D", "D/node-<node>.pem and .key, one per agent", &o.cert_dir);
+  flags.String("--token-file", "F", "one bearer token for every stream", &o.token_file);
+  flags.String("--token-dir", "D", "D/<node>: one bearer token per agent", &o.token_dir);
+  flags.String("--name-prefix", "PREFIX", "node names PREFIX0.. (default sim-)", &o.name_prefix);
+  flags.KeyValues("--label", "KEY=VALUE", "a node label of every agent (repeatable)", &o.labels);
+  flags.String("--kernel", "RELEASE", "the kernel every agent reports", &o.kernel);
+  flags.Int("--connections", "C", "channels the streams share (default N/100, rounded up)",
+            &o.connections, positive);
+  flags.Int("--until-version-count", "K", "exit once every agent has received K desired states",
+            &o.until_version_count, positive);
+  flags.Int("--wait-all-acked", "SECONDS", "wait for every agent to ACK a changed state",
+            &o.wait_all_acked_s, positive);
+  flags.String("--since-file", "FILE", "the unix-ms start mark", &o.since_file);
+  flags.String("--report", "FILE", "where the summary goes too", &o.report_file);
+  flags.Switch("--reconnect", "reopen a stream that ends, after the agent's backoff",
+               &o.reconnect);
+  flags.Int("--min-connect-timeout-ms", "MS", "GRPC_ARG_MIN_RECONNECT_BACKOFF_MS",
+            &o.min_connect_timeout_ms, positive);
+  absl::StatusOr<flags::FlagSet::Outcome> outcome = flags.Parse(args);
+  if (!outcome.ok()) {
+    return outcome.status();
   }
-  if (o.controller.empty() || o.agents == 0) {
-    return absl::InvalidArgumentError("--controller and --agents are required");
+  if (*outcome == flags::FlagSet::Outcome::kHelp) {
+    o.help = flags.Help();
+    return o;
   }
   const bool tls = !o.ca_file.empty() || !o.cert_file.empty() || !o.key_file.empty() ||
                    !o.cert_dir.empty() || !o.token_file.empty() || !o.token_dir.empty();

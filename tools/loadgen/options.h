@@ -38,6 +38,8 @@ struct Options {
   // GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, the least time a connection attempt is given: 100
   // reproduces the agent before issue 12 item C.
   int min_connect_timeout_ms = 0;
+  // Not empty when --help was asked: the text to print (nothing else was checked).
+  std::string help;
 };
 
 extern const char kUsage[];

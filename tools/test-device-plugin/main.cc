@@ -19,10 +19,13 @@ int main(int argc, char** argv) {
   absl::StatusOr<kmodd::test_device_plugin::Options> options =
       ParseOptions(std::vector<std::string>(argv + 1, argv + argc));
   if (!options.ok()) {
-    bool help = absl::IsCancelled(options.status());
-    std::fprintf(help ? stdout : stderr, "%s%s\n", help ? "" : "kmodd-test-device-plugin: ",
+    if (absl::IsCancelled(options.status())) {  // --help: the message is the help
+      std::fputs(std::string(options.status().message()).c_str(), stdout);
+      return 0;
+    }
+    std::fprintf(stderr, "kmodd-test-device-plugin: %s\n",
                  std::string(options.status().message()).c_str());
-    return help ? 0 : 2;
+    return 2;
   }
 
   // Blocked before any thread starts, so that only the waiter below takes them.

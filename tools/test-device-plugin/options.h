@@ -28,9 +28,11 @@ struct Options {
 
 // args excludes argv[0]. Flags: --resource NAME (required), --count N, --health-file PATH,
 // --plugin-dir DIR, --poll-interval-ms N; each as "--flag value" or "--flag=value".
-// InvalidArgument names the flag and what to write instead.
+// InvalidArgument names the flag and what to write instead; Cancelled carries the --help
+// text.
 [[nodiscard]] absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args);
 
+// The synopsis and what the plugin does (--help adds the flags).
 std::string Usage();
 
 // The rule of a Kubernetes qualified name's name part (what an extended resource name may
