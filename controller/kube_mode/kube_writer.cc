@@ -99,38 +99,6 @@ std::optional<Value> LabelPatch(const Labels& current, const Labels& desired) {
   return Value(Value::Map{{"metadata", Value(Value::Map{{"labels", std::move(labels)}})}});
 }
 
-Value ModuleStatusValue(const ModuleState& m) {
-  Value loader = Value::EmptyMap();
-  loader.Set("nodesMatchingSelectorNumber", m.module_loader.nodes_matching_selector_number);
-  loader.Set("desiredNumber", m.module_loader.desired_number);
-  loader.Set("availableNumber", m.module_loader.available_number);
-  Value conditions = Value::EmptyList();
-  for (const auto& c : m.conditions) {
-    conditions.Append(Value::Map{
-        {"type", c.type}, {"status", c.status}, {"reason", c.reason}, {"message", c.message}});
-  }
-  // Every matching node's row: KMM only counts; kmodd says which node failed and why.
-  Value nodes = Value::EmptyList();
-  for (const auto& r : m.nodes) {
-    Value row = Value::EmptyMap();
-    row.Set("node", r.node);
-    row.Set("phase", r.phase);
-    row.Set("message", r.message);
-    if (!r.image_digest.empty()) {
-      row.Set("imageDigest", r.image_digest);
-    }
-    if (r.since_unix_ms > 0) {
-      row.Set("since", Rfc3339(r.since_unix_ms));
-    }
-    nodes.Append(std::move(row));
-  }
-  Value status = Value::EmptyMap();
-  status.Set("moduleLoader", std::move(loader));
-  status.Set("conditions", std::move(conditions));
-  status.Set("nodes", std::move(nodes));
-  return status;
-}
-
 FinalizerAction NextFinalizerAction(const source::ModuleMeta& m, bool still_reported) {
   const bool has = m.HasUnloadFinalizer();
   if (!m.deleting) {

@@ -60,9 +60,6 @@ Labels DesiredLabels(const NodeRecord& node);
 // The merge patch taking `current`'s owned labels to `desired`; nullopt when equal.
 std::optional<Value> LabelPatch(const Labels& current, const Labels& desired);
 
-// status for the Module's status subresource.
-Value ModuleStatusValue(const ModuleState& m);
-
 enum class FinalizerAction { kNone, kAdd, kRemove };
 // `still_reported`: some connected agent reports the Module (any phase).
 FinalizerAction NextFinalizerAction(const source::ModuleMeta& m, bool still_reported);
