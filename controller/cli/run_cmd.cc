@@ -290,7 +290,7 @@ int RunKubernetes(const RunConfig& c, const sigset_t& signals, const std::string
     status.emplace(hub, c.status_file, log);
     status->Start();
   }
-  source::KubeSource source(**client, hub, log);
+  source::KubeSource source(**client, hub, clock, log);
   // "kmm" as KMM's manager writes its Events (source.component, reportingComponent), so
   // that what filters on them finds kmodd's too.
   kube::EventRecorder events(**client, clock, "kmm", identity);

@@ -163,6 +163,12 @@ TEST_CASE("a finalizer patch computed from a stale Module is refused, not applie
 
 namespace {
 
+// For the sources of tests that wait for real watches.
+const kmodd::Clock& RealClockRef() {
+  static const kmodd::RealClock clock;
+  return clock;
+}
+
 // Polls `done` every 10 ms for at most 10 s.
 bool Eventually(const std::function<bool()>& done) {
   for (int i = 0; i < 1000; ++i) {
@@ -274,8 +280,8 @@ TEST_CASE("Kubernetes mode: a Module rejected at start is in its status, unheld,
   kmodd::server::HubOptions options{"run", std::chrono::minutes(10)};
   options.nodes_from_api = true;
   kmodd::server::Hub hub(options, [] { return int64_t{1'700'000'000'000}; }, log);
-  kmodd::source::KubeSource source(api, hub, log);
   kmodd::FakeClock clock;
+  kmodd::source::KubeSource source(api, hub, clock, log);
   kmodd::kube::EventRecorder events(api, clock, "kmodd-controller", "test");
   kmodd::server::KubeWriter writer(api, hub, source, events, [] { return true; }, log);
   source.Start();
@@ -347,7 +353,7 @@ TEST_CASE("Kubernetes mode: after a restart a rejected Module with the finalizer
   kmodd::server::HubOptions options{"run", std::chrono::minutes(10)};
   options.nodes_from_api = true;
   kmodd::server::Hub hub(options, [] { return int64_t{1'700'000'000'000}; }, log);
-  kmodd::source::KubeSource source(api, hub, log);
+  kmodd::source::KubeSource source(api, hub, RealClockRef(), log);
   source.Start();
   REQUIRE(Eventually([&] { return source.Synced(); }));
 
@@ -410,7 +416,7 @@ TEST_CASE("Kubernetes mode: a pull Secret nodes could not use is reported on its
   kmodd::server::HubOptions options{"run", std::chrono::minutes(10)};
   options.nodes_from_api = true;
   kmodd::server::Hub hub(options, [] { return int64_t{1'700'000'000'000}; }, log);
-  kmodd::source::KubeSource source(api, hub, log);
+  kmodd::source::KubeSource source(api, hub, RealClockRef(), log);
   source.Start();
   REQUIRE(Eventually([&] { return source.Synced(); }));
 
@@ -477,8 +483,8 @@ TEST_CASE("Kubernetes mode: only nodes a Module may run on hold its finalizer, a
   kmodd::server::HubOptions options{"run", std::chrono::minutes(10)};
   options.nodes_from_api = true;
   kmodd::server::Hub hub(options, [] { return int64_t{1'700'000'000'000}; }, log);
-  kmodd::source::KubeSource source(api, hub, log);
   kmodd::FakeClock clock;
+  kmodd::source::KubeSource source(api, hub, clock, log);
   kmodd::kube::EventRecorder events(api, clock, "kmodd-controller", "test");
   kmodd::server::KubeWriter writer(api, hub, source, events, [] { return true; }, log);
   source.Start();
