@@ -295,7 +295,7 @@ int RunKubernetes(const RunConfig& c, const sigset_t& signals, const std::string
   // that what filters on them finds kmodd's too.
   kube::EventRecorder events(**client, clock, "kmm", identity);
   server::KubeWriter writer(**client, hub, source, events,
-                            [&elector] { return !elector || elector->IsLeader(); }, log);
+                            [&elector] { return !elector || elector->IsLeader(); }, clock, log);
   source.Start();
   server::ServerOptions sync_options = c.server;
   KubeSecurity security(**client,
