@@ -48,7 +48,8 @@ ReconcileResult ModuleStatusWriter::Reconcile(const WriterView& view, const std:
     if (absl::IsNotFound(r.status())) {
       return ReconcileResult::Ok();  // deleted meanwhile
     }
-    log_.Warn("cannot write a Module's status", {{"module", key}, {"error", r.status().ToString()}});
+    log_.Warn("cannot write a Module's status",
+              {{"module", key}, {"error", r.status().ToString()}});
     return ReconcileResult::Error(r.status());
   }
   {

@@ -70,7 +70,8 @@ void WorkQueue::AddRateLimited(const std::string& key) {
     ++failures_[key];
     if (options_.jitter > 0) {
       std::uniform_real_distribution<double> u(0.0, options_.jitter);
-      d += std::chrono::nanoseconds(static_cast<int64_t>(static_cast<double>(d.count()) * u(random_)));
+      const double extra = static_cast<double>(d.count()) * u(random_);
+      d += std::chrono::nanoseconds(static_cast<int64_t>(extra));
     }
   }
   AddAfter(key, d);
