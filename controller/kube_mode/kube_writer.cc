@@ -59,8 +59,7 @@ struct KubeWriter::Snapshot final : WriterView {
 KubeWriter::KubeWriter(kube::KubeClient& client, Hub& hub, source::KubeSource& source,
                        kube::EventRecorder& events, std::function<bool()> is_leader,
                        const Clock& clock, Logger& log, KubeWriterOptions options)
-    : client_(client),
-      hub_(hub),
+    : hub_(hub),
       source_(source),
       is_leader_(std::move(is_leader)),
       clock_(clock),

@@ -86,7 +86,6 @@ class KubeWriter {
   std::shared_ptr<const Snapshot> snapshot();
   bool stopping();
 
-  kube::KubeClient& client_;
   Hub& hub_;
   source::KubeSource& source_;
   const std::function<bool()> is_leader_;
