@@ -200,8 +200,8 @@ void ReadStatus(YamlReader& r, ModuleStatus& s) {
   r.Object("dra", s.dra, ReadDaemonSetStatus);
   r.Object("moduleLoader", s.module_loader, ReadDaemonSetStatus);
   r.OptionalInt64("imageRebuildTriggerGeneration", s.image_rebuild_trigger_generation);
-  // kmodd's own status (controller/kube_mode/kube_writer.cc): written by the controller, read
-  // back by `kubectl get -o yaml | validate`, never used as input.
+  // kmodd's own status (ModuleStatusValue, controller/server/status.h): written by the
+  // controller, read back by `kubectl get -o yaml | validate`, never used as input.
   r.Ignore("conditions");
   r.Ignore("nodes");
 }

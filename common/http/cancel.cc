@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
 
+#include "common/clock.h"
+
 namespace kmodd::http {
 
 void Cancellation::Cancel() {
@@ -23,6 +25,11 @@ bool Cancellation::cancelled() const {
 bool Cancellation::WaitFor(std::chrono::milliseconds d) {
   std::unique_lock<std::mutex> lock(mu_);
   return cv_.wait_for(lock, d, [this] { return cancelled_; });
+}
+
+bool Cancellation::WaitFor(std::chrono::milliseconds d, const Clock& clock) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return clock.WaitFor(lock, cv_, d, [this] { return cancelled_; });
 }
 
 void Cancellation::Attach(boost::asio::io_context* ioc) {

@@ -9,6 +9,10 @@ namespace boost::asio {
 class io_context;
 }  // namespace boost::asio
 
+namespace kmodd {
+class Clock;
+}  // namespace kmodd
+
 namespace kmodd::http {
 
 // Stops calls in flight from another thread: a watch stream that may stay silent for
@@ -25,6 +29,8 @@ class Cancellation {
 
   // Waits for `d` or until Cancel(), whichever comes first; true when cancelled.
   bool WaitFor(std::chrono::milliseconds d);
+  // The same, `d` of `clock`'s time (common/clock.h): FakeClock in tests.
+  bool WaitFor(std::chrono::milliseconds d, const Clock& clock);
 
   // For the client: a call running on `ioc` is stopped by Cancel() while attached.
   void Attach(boost::asio::io_context* ioc);

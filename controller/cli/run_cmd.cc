@@ -239,12 +239,12 @@ int RunKubernetes(const RunConfig& c, const sigset_t& signals, const std::string
     status.emplace(hub, c.status_file, clock, log);
     status->Start();
   }
-  source::KubeSource source(**client, hub, log);
+  source::KubeSource source(**client, hub, clock, log);
   // "kmm" as KMM's manager writes its Events (source.component, reportingComponent), so
   // that what filters on them finds kmodd's too.
   kube::EventRecorder events(**client, clock, "kmm", identity);
   server::KubeWriter writer(**client, hub, source, events,
-                            [&elector] { return !elector || elector->IsLeader(); }, log);
+                            [&elector] { return !elector || elector->IsLeader(); }, clock, log);
   source.Start();
   server::ServerOptions sync_options = c.server;
   KubeSecurity security(**client,

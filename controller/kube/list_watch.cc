@@ -8,10 +8,12 @@
 
 namespace kmodd::kube {
 
-ListWatch::ListWatch(KubeClient& client, ListWatchOptions options, ListWatchCallbacks callbacks)
+ListWatch::ListWatch(KubeClient& client, ListWatchOptions options, ListWatchCallbacks callbacks,
+                     const Clock& clock)
     : client_(client),
       options_(std::move(options)),
       callbacks_(std::move(callbacks)),
+      clock_(clock),
       random_(options_.seed != 0 ? options_.seed : std::random_device{}()),
       backoff_(options_.initial_backoff) {}
 
@@ -64,7 +66,7 @@ absl::Status ListWatch::WatchOnce(http::Cancellation& stop, bool& delivered) {
   std::uniform_int_distribution<int64_t> stretch(0, options_.watch_timeout.count());
   watch.timeout = options_.watch_timeout + std::chrono::seconds(stretch(random_));
   watch.cancel = &stop;
-  const auto start = std::chrono::steady_clock::now();
+  const Clock::Monotonic start = clock_.MonotonicNow();
   absl::Status st = client_.Watch(options_.path, watch, [&](const WatchEvent& event) {
     if (std::string rv = StringAt(event.object, {"metadata", "resourceVersion"}); !rv.empty()) {
       rv_ = std::move(rv);
@@ -76,7 +78,7 @@ absl::Status ListWatch::WatchOnce(http::Cancellation& stop, bool& delivered) {
     return absl::OkStatus();
   });
   if (st.ok() && !delivered &&
-      std::chrono::steady_clock::now() - start < options_.min_watch_duration) {
+      clock_.MonotonicNow() - start < options_.min_watch_duration) {
     return absl::UnavailableError(
         absl::StrCat("WATCH ", options_.path, ": the server ended the watch at once"));
   }
@@ -122,7 +124,7 @@ void ListWatch::Run(http::Cancellation& stop) {
     if (callbacks_.on_error) {
       callbacks_.on_error(st);
     }
-    if (stop.WaitFor(NextBackoff())) {
+    if (stop.WaitFor(NextBackoff(), clock_)) {
       return;
     }
   }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/clock.h"
 #include "common/http/cancel.h"
 #include "controller/kube/client.h"
 
@@ -49,7 +50,9 @@ struct ListWatchCallbacks {
 
 class ListWatch {
  public:
-  ListWatch(KubeClient& client, ListWatchOptions options, ListWatchCallbacks callbacks);
+  // Backoffs and the min_watch_duration check are on `clock`.
+  ListWatch(KubeClient& client, ListWatchOptions options, ListWatchCallbacks callbacks,
+            const Clock& clock);
 
   // Lists and watches until `stop` is cancelled. Callbacks run on this thread.
   void Run(http::Cancellation& stop);
@@ -64,6 +67,7 @@ class ListWatch {
   KubeClient& client_;
   const ListWatchOptions options_;
   const ListWatchCallbacks callbacks_;
+  const Clock& clock_;
   std::mt19937 random_;
   std::chrono::milliseconds backoff_;
   std::string rv_;

@@ -93,6 +93,10 @@ ModuleMeta ModuleMetaFromObject(const Value& object) {
   return m;
 }
 
+std::string ModuleObjectPath(const std::string& ns, const std::string& name) {
+  return kube::ResourcePath(kModulesGroupVersion, "modules", ns, name);
+}
+
 std::optional<server::PullSecretState> PullSecretProblem(const std::string& key,
                                                          const absl::Status& error) {
   const std::string ns = key.substr(0, key.find('/'));
@@ -132,8 +136,9 @@ std::optional<server::PullSecretState> PullSecretProblem(const std::string& key,
   }
 }
 
-KubeSource::KubeSource(kube::KubeClient& client, server::Hub& hub, Logger& log)
-    : client_(client), hub_(hub), log_(log) {}
+KubeSource::KubeSource(kube::KubeClient& client, server::Hub& hub, const Clock& clock,
+                       Logger& log)
+    : client_(client), hub_(hub), clock_(clock), log_(log) {}
 
 KubeSource::~KubeSource() { Stop(); }
 
@@ -145,6 +150,10 @@ void KubeSource::Start() {
 
 void KubeSource::Stop() {
   stop_.Cancel();
+  {
+    std::lock_guard lock(mu_);  // a waiter between its check and its wait sees the cancel
+  }
+  nodes_synced_cv_.notify_all();
   for (std::thread* t : {&nodes_thread_, &modules_thread_, &secrets_thread_}) {
     if (t->joinable()) {
       t->join();
@@ -169,16 +178,22 @@ void KubeSource::RunNodes() {
       client_, o,
       {[this](const std::vector<Value>& objects) { OnNodeSync(objects); },
        [this](kube::EventType t, const Value& object) { OnNodeEvent(t, object); },
-       [this](const absl::Status& e) { LogWatchError("Nodes", e); }});
+       [this](const absl::Status& e) { LogWatchError("Nodes", e); }},
+      clock_);
   lw.Run(stop_);
 }
 
 void KubeSource::RunModules() {
   // The first plan must see every Node: wait for their list.
-  while (!nodes_synced_.load()) {
-    if (stop_.WaitFor(std::chrono::milliseconds(20))) {
-      return;
+  {
+    std::unique_lock lock(mu_);
+    auto done = [this] { return nodes_synced_.load() || stop_.cancelled(); };
+    while (!done()) {
+      clock_.WaitFor(lock, nodes_synced_cv_, std::chrono::hours(1), done);
     }
+  }
+  if (stop_.cancelled()) {
+    return;
   }
   kube::ListWatchOptions o;
   o.path = kube::ResourcePath(kModulesGroupVersion, "modules");
@@ -186,15 +201,16 @@ void KubeSource::RunModules() {
       client_, o,
       {[this](const std::vector<Value>& objects) { OnModuleSync(objects); },
        [this](kube::EventType t, const Value& object) { OnModuleEvent(t, object); },
-       [this](const absl::Status& e) { LogWatchError("Modules", e); }});
+       [this](const absl::Status& e) { LogWatchError("Modules", e); }},
+      clock_);
   lw.Run(stop_);
 }
 
 void KubeSource::RunSecrets() {
   // A second's tick: Secrets that cannot be read are looked up every few seconds, the
   // others every few minutes (RefreshSecret schedules each).
-  while (!stop_.WaitFor(std::chrono::seconds(1))) {
-    const auto now = std::chrono::steady_clock::now();
+  while (!stop_.WaitFor(std::chrono::seconds(1), clock_)) {
+    const Clock::Monotonic now = clock_.MonotonicNow();
     std::set<std::string> due;
     {
       std::lock_guard lock(mu_);
@@ -237,6 +253,10 @@ void KubeSource::OnNodeSync(const std::vector<Value>& objects) {
   }
   if (!nodes_synced_.exchange(true)) {
     log_.Info("Nodes listed", {{"nodes", static_cast<int64_t>(objects.size())}});
+    {
+      std::lock_guard lock(mu_);  // RunModules between its check and its wait sees it
+    }
+    nodes_synced_cv_.notify_all();
   }
 }
 
@@ -413,7 +433,7 @@ void KubeSource::RefreshSecret(const std::string& key) {
   {
     std::lock_guard lock(mu_);
     SecretCheck& check = secret_checks_[key];
-    check.next = std::chrono::steady_clock::now() +
+    check.next = clock_.MonotonicNow() +
                  (state && state->readable ? std::chrono::duration_cast<std::chrono::seconds>(
                                                  kSecretRefresh)
                                            : kMissingSecretRecheck);
@@ -506,6 +526,17 @@ std::vector<ModuleMeta> KubeSource::Modules() {
     out.push_back(m);
     out.back().planned = planned_rv_.count(key) != 0;
   }
+  return out;
+}
+
+std::optional<ModuleMeta> KubeSource::Module(const std::string& key) {
+  std::lock_guard lock(mu_);
+  auto it = metas_.find(key);
+  if (it == metas_.end()) {
+    return std::nullopt;
+  }
+  ModuleMeta out = it->second;
+  out.planned = planned_rv_.count(key) != 0;
   return out;
 }
 

@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -32,6 +33,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/http/cancel.h"
 #include "common/log.h"
 #include "common/value.h"
@@ -78,6 +80,8 @@ std::optional<api::Module> CheckModuleObject(const Value& object,
                                              std::vector<api::Diagnostic>& errors);
 [[nodiscard]] absl::StatusOr<api::Node> NodeFromObject(const Value& object);
 ModuleMeta ModuleMetaFromObject(const Value& object);
+// The API path of Module <ns>/<name>.
+std::string ModuleObjectPath(const std::string& ns, const std::string& name);
 // What a failed look-up or check (DockerConfigFromSecret, pull_secret.h) of pull Secret `key`
 // ("<namespace>/<name>") means for the Modules naming it: reason NotFound, WrongType,
 // InvalidContent or Forbidden; nullopt for a transient failure (the last state stays).
@@ -86,7 +90,8 @@ std::optional<server::PullSecretState> PullSecretProblem(const std::string& key,
 
 class KubeSource {
  public:
-  KubeSource(kube::KubeClient& client, server::Hub& hub, Logger& log);
+  // Waits and Secret look-up times are on `clock`.
+  KubeSource(kube::KubeClient& client, server::Hub& hub, const Clock& clock, Logger& log);
   ~KubeSource();
   KubeSource(const KubeSource&) = delete;
   KubeSource& operator=(const KubeSource&) = delete;
@@ -97,6 +102,7 @@ class KubeSource {
 
   // Snapshots for the writer (thread-safe).
   std::vector<ModuleMeta> Modules();
+  std::optional<ModuleMeta> Module(const std::string& key);
   std::optional<NodeMeta> Node(const std::string& name);
   // True once both collections have been listed.
   bool Synced() const { return modules_synced_.load(); }
@@ -129,6 +135,7 @@ class KubeSource {
 
   kube::KubeClient& client_;
   server::Hub& hub_;
+  const Clock& clock_;
   Logger& log_;
   http::Cancellation stop_;
   std::thread nodes_thread_;
@@ -138,6 +145,7 @@ class KubeSource {
   std::atomic<bool> modules_synced_{false};
 
   std::mutex mu_;
+  std::condition_variable nodes_synced_cv_;  // with mu_: nodes_synced_ or stop_
   std::map<std::string, ModuleMeta> metas_;          // every Module object, by key
   std::map<std::string, std::string> planned_rv_;    // Modules in the plan: resourceVersion
   std::map<std::string, std::string> secret_of_;     // Module key -> "<ns>/<secret>"
@@ -146,7 +154,7 @@ class KubeSource {
   std::set<std::string> held_sent_;  // the last SourceUpdate::held
   std::set<std::string> finalized_sent_;  // the last SourceUpdate::finalized
   struct SecretCheck {
-    std::chrono::steady_clock::time_point next;  // when to look it up again
+    Clock::Monotonic next;  // when to look it up again
     std::optional<server::PullSecretState> state;  // the last one reported (logged once)
     std::string transient;  // the last transient error logged, until a state is known
   };

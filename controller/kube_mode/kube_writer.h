@@ -1,135 +1,114 @@
 #pragma once
 
-// Kubernetes mode's writer: what the agents report, written back to the API server.
-//   - Node labels KMM users depend on, from the agents' reports:
-//       kmm.node.kubernetes.io/<ns>.<name>.ready          while the agent reports it Loaded
-//       kmm.node.kubernetes.io/<ns>.<name>.version.ready  = the version, idem, when versioned
-//     diffed against the Node's labels and merge-patched (null removes), on the next hub
-//     change: a label goes within milliseconds of the report that the module is gone. A
-//     label the API server refuses holds back no other (node_labels.h). No
-//     kernel-version.full label: KMM writes none, and a kernel such as GKE's "6.1.90+" is
-//     no valid label value; one an earlier kmodd wrote is removed.
-//   - Node Events ModuleLoaded / ModuleUnloaded when a .ready label is added / removed,
-//     as KMM writes them, after every label, status and finalizer write of the pass: no one
-//     waits on them.
-//   - Module status (KMM's moduleLoader counters, conditions, kmodd's per-node rows),
-//     merge-patched on the status subresource only when it changed; rejected Modules
-//     included (Accepted=False names the fields). A Warning Event on the Module for each
-//     new Accepted=False or PullSecretResolved=False (reasons Rejected, PullSecretNotFound,
-//     PullSecretWrongType, PullSecretInvalidContent, PullSecretForbidden).
-//   - The finalizer kmodd.io/unload on every Module in the plan (a Module rejected before it
-//     was ever accepted gets none); on deletion, removed once no connected agent reports
-//     the Module any more (disconnected nodes do not hold it up).
-// Only while `is_leader` says so; on becoming leader everything is checked again.
+// Kubernetes mode's writer: what the agents report, written back to the API server, while
+// `is_leader` says so. controller-runtime's model: keys on one work queue (work_queue.h),
+// served by a fixed pool of `workers` threads, each key reconciled by the duty that owns it:
+//   "node/<name>"        NodeLabeler (node_labeler.h): the node's KMM labels, and the
+//                        ModuleLoaded / ModuleUnloaded Events of the labels it changed
+//   "module/<ns>/<name>" FinalizerWriter (finalizer_writer.h), then ModuleStatusWriter
+//                        (module_status_writer.h): its status and Warning Events
+// A duty reads the whole current state of its key and returns Ok, RequeueAfter (a refused
+// label's retry, a write the watch has not shown yet) or Error, retried with the key's
+// exponential backoff (1 s doubling to 2 min, +10% jitter). A key added while queued is
+// queued once; a key is never reconciled by two workers at once.
+//
+// One watcher thread turns hub changes into keys: the nodes the hub says changed (a
+// report, a connection, the Node as watched: Hub::WaitForChanges), and the Modules whose
+// status, connected reporters or object changed since the last change it took in (one
+// status snapshot per wake, which the workers read). On becoming leader (or when the
+// source first syncs) every key is queued once; so it is every `resync` (5 min), a safety
+// net for what no change announces (a Module edited while rejected, a lost write). Not
+// leading, nothing is written and what was written is forgotten.
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <map>
-#include <optional>
+#include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
-#include <utility>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/log.h"
-#include "common/value.h"
 #include "controller/kube/client.h"
 #include "controller/kube/events.h"
-#include "controller/server/hub.h"
-#include "controller/kube_mode/node_labels.h"
-#include "controller/server/status.h"
+#include "controller/kube_mode/finalizer_writer.h"
 #include "controller/kube_mode/kube_source.h"
+#include "controller/kube_mode/module_status_writer.h"
+#include "controller/kube_mode/node_labeler.h"
+#include "controller/kube_mode/work_queue.h"
+#include "controller/server/hub.h"
+#include "controller/server/status.h"
 
 namespace kmodd::server {
 
-inline constexpr const char* kFinalizer = source::kUnloadFinalizer;
-// Written by kmodd before KMM fidelity (issue 11), no longer; still owned, so removed.
-inline constexpr char kKernelVersionLabel[] = "kmm.node.kubernetes.io/kernel-version.full";
-
-// KMM's label names.
-std::string ReadyLabel(const std::string& ns, const std::string& name);
-std::string VersionReadyLabel(const std::string& ns, const std::string& name);
-// Whether kmodd sets (and so may remove) this label.
-bool IsOwnedLabel(const std::string& key);
-
-// The labels kmodd wants on a node, from its agent's last report.
-Labels DesiredLabels(const NodeRecord& node);
-// The merge patch taking `current`'s owned labels to `desired`; nullopt when equal.
-std::optional<Value> LabelPatch(const Labels& current, const Labels& desired);
-
-// status for the Module's status subresource.
-Value ModuleStatusValue(const ModuleState& m);
-
-enum class FinalizerAction { kNone, kAdd, kRemove };
-// `still_reported`: some connected agent reports the Module (any phase).
-FinalizerAction NextFinalizerAction(const source::ModuleMeta& m, bool still_reported);
-// The merge patch setting the finalizers (with a resourceVersion precondition).
-Value FinalizerPatch(const source::ModuleMeta& m, FinalizerAction action);
+struct KubeWriterOptions {
+  // Writes in flight at once: a rollout to a thousand nodes is a thousand label writes.
+  size_t workers = 4;
+  // Every key again this often, whatever changed.
+  std::chrono::nanoseconds resync = std::chrono::minutes(5);
+  // While every key is owed but cannot be queued yet (not leading after a lost write, the
+  // source not yet synced), leadership and the source are looked at again this often.
+  std::chrono::nanoseconds recheck = std::chrono::seconds(1);
+  WorkQueueOptions queue = {};
+};
 
 class KubeWriter {
  public:
   KubeWriter(kube::KubeClient& client, Hub& hub, source::KubeSource& source,
-             kube::EventRecorder& events, std::function<bool()> is_leader, Logger& log);
+             kube::EventRecorder& events, std::function<bool()> is_leader, const Clock& clock,
+             Logger& log, KubeWriterOptions options = {});
   ~KubeWriter();
   KubeWriter(const KubeWriter&) = delete;
   KubeWriter& operator=(const KubeWriter&) = delete;
 
+  // The watcher and the workers.
   void Start();
   void Stop();
 
-  // One pass over everything (the thread calls it; tests call it directly).
+  // For tests, without Start: takes in the hub as it is now, queues every key, and
+  // reconciles every key due on the calling thread. A failed key is due again at its
+  // next call.
   void SyncOnce();
 
-  static constexpr std::chrono::seconds kRecheck{30};
-
  private:
-  void Run();
-  // A Node Event owed for a label change or refusal, recorded at the end of the pass.
-  struct PendingEvent {
-    source::NodeMeta node;
-    NodeEvent event;
-  };
-  // One Node's label write.
-  struct LabelJob {
-    source::NodeMeta node;
-    Labels desired;
-    std::optional<Value> patch;  // nullopt: the Node has them all
-    LabelWrite write;
-  };
-  // Patches the labels; returns the Events those changes owe.
-  std::vector<PendingEvent> SyncLabels(const ControllerStatus& st);
-  // Takes in what a write did: refusals, what is applied, the Events owed.
-  void Settle(LabelJob& j, std::chrono::steady_clock::time_point now,
-              std::vector<PendingEvent>& events);
-  void SyncStatus(const ControllerStatus& st);
-  // Warning Events for the Module's Accepted=False and PullSecretResolved=False conditions
-  // not yet reported.
-  void WarnOnModule(const ModuleState& m, const std::string& uid);
-  void SyncFinalizers(const ControllerStatus& st);
-  void Event(const PendingEvent& e);
+  struct Snapshot;
 
-  kube::KubeClient& client_;
+  void Watch();
+  void Work();
+  // Takes in the hub changes `c`; queues the affected keys (every key when `everything`).
+  void TakeIn(const HubChanges& c, bool everything);
+  void Process(const std::string& key);
+  std::shared_ptr<const Snapshot> snapshot();
+  bool stopping();
+
   Hub& hub_;
   source::KubeSource& source_;
-  kube::EventRecorder& events_;
   const std::function<bool()> is_leader_;
+  const Clock& clock_;
   Logger& log_;
+  const KubeWriterOptions options_;
 
-  bool was_leader_ = false;
-  // node -> owned labels last patched; forgotten every kRecheck so that a label someone
-  // removed by hand comes back.
-  std::map<std::string, Labels> applied_;
-  std::chrono::steady_clock::time_point applied_since_;
-  RefusedLabels refused_;
-  std::map<std::string, std::string> statuses_;  // Module key -> status last written (JSON)
-  std::map<std::string, std::set<std::string>> warned_;  // Module key -> problems evented
+  NodeLabeler labeler_;
+  ModuleStatusWriter status_;
+  FinalizerWriter finalizers_;
+  WorkQueue queue_;
+
+  // The watcher's (and SyncOnce's) own.
+  bool leading_ = false;  // took in a change as leader, every key queued since
+  std::map<std::string, std::string> fingerprints_;  // Module key -> what its duties read
+  // A worker found it was not leading: every key is owed once it leads again.
+  std::atomic<bool> owed_{false};
+
   std::mutex mu_;
-  std::condition_variable stop_cv_;
+  std::shared_ptr<const Snapshot> snapshot_;
   bool stopping_ = false;
-  std::thread thread_;
+  std::thread watcher_;
+  std::vector<std::thread> workers_;
 };
 
 }  // namespace kmodd::server

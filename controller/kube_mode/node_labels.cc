@@ -1,5 +1,6 @@
 #include "controller/kube_mode/node_labels.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -121,6 +122,19 @@ void RefusedLabels::Accepted(const std::string& node, const Labels& written) {
   if (n->second.empty()) {
     by_node_.erase(n);
   }
+}
+
+std::optional<RefusedLabels::Clock::duration> RefusedLabels::RetryIn(
+    const std::string& node, Clock::time_point now) const {
+  auto n = by_node_.find(node);
+  if (n == by_node_.end() || n->second.empty()) {
+    return std::nullopt;
+  }
+  Clock::time_point first = Clock::time_point::max();
+  for (const auto& [key, refusal] : n->second) {
+    first = std::min(first, refusal.at);
+  }
+  return std::max(Clock::duration::zero(), first + kRetry - now);
 }
 
 std::string ModuleOfLabel(const std::string& key) {

@@ -1,6 +1,6 @@
 #pragma once
 
-// The Node labels and Node Events of Kubernetes mode, as pieces the writer's loop calls:
+// The Node labels and Node Events of Kubernetes mode, as pieces NodeLabeler calls:
 //   - WriteNodeLabels: one merge patch per Node; when the API server refuses it as invalid
 //     (422: it refuses a whole patch for one bad label), the labels one at a time, so that
 //     a label it refuses holds back no other (a module's .ready least of all).
@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,8 @@ class RefusedLabels {
                Clock::time_point now);
   // Forgets the refusals of labels that were written after all.
   void Accepted(const std::string& node, const Labels& written);
+  // How long until the first refusal on `node` may be asked again; nullopt when none.
+  std::optional<Clock::duration> RetryIn(const std::string& node, Clock::time_point now) const;
   void Clear() { by_node_.clear(); }
 
  private:

@@ -24,7 +24,19 @@ Hub::Hub(HubOptions options, const Clock& clock, Logger& log)
 
 int64_t Hub::NowMs() const { return absl::ToUnixMillis(clock_.Now()); }
 
-void Hub::ChangedLocked() {
+void Hub::JournalLocked(const std::string& node) {
+  // Numbered as the change about to be made: a reader that saw the one before gets it.
+  journal_.emplace_back(changes_ + 1, node);
+  if (journal_.size() > kJournal) {
+    journal_floor_ = journal_.front().first;
+    journal_.pop_front();
+  }
+}
+
+void Hub::ChangedLocked(const std::string& node) {
+  if (!node.empty()) {
+    JournalLocked(node);
+  }
   ++changes_;
   changed_cv_.notify_all();
 }
@@ -152,6 +164,8 @@ void Hub::ApplySource(const source::SourceUpdate& update) {
         std::vector<ReportedModule> modules = *std::move(e.unfiltered);
         e.unfiltered.reset();
         (void)TakeModulesLocked(name, e, std::move(modules), 0, "");
+        e.record.reported = e.reported && e.stream != nullptr;
+        JournalLocked(name);
       }
     }
   }
@@ -207,6 +221,7 @@ absl::Status Hub::Hello(AgentStream* stream, const v1::NodeInfo& info) {
   e.record.boot_id = Truncated(info.boot_id(), options_.limits.max_text);
   e.record.agent_version = Truncated(info.agent_version(), options_.limits.max_text);
   e.record.ignored_modules = 0;
+  e.record.reported = false;
   if (node) {
     SetNodeLocked(e, *std::move(node));
   } else if (!e.from_api) {
@@ -220,7 +235,7 @@ absl::Status Hub::Hello(AgentStream* stream, const v1::NodeInfo& info) {
                                 {"kernel", info.kernel_release()},
                                 {"version", e.record.pushed_version},
                                 {"modules", e.desired ? e.desired->modules_size() : 0}});
-  ChangedLocked();
+  ChangedLocked(name);
   return absl::OkStatus();
 }
 
@@ -288,6 +303,7 @@ absl::Status Hub::Report(AgentStream* stream, const v1::NodeReport& report) {
     e.record.ignored_modules += left_out;
   }
   e.reported = true;
+  e.record.reported = source_seen_;  // before, its modules wait in `unfiltered`
   if (!report.applied_version().empty()) {
     e.record.applied_version = Truncated(report.applied_version(), limits.max_text);
   }
@@ -295,7 +311,7 @@ absl::Status Hub::Report(AgentStream* stream, const v1::NodeReport& report) {
   if ((e.stale || !e.sent) && PushableLocked(e)) {
     PushLocked(name, e);
   }
-  ChangedLocked();
+  ChangedLocked(name);
   return absl::OkStatus();
 }
 
@@ -369,8 +385,9 @@ void Hub::Goodbye(AgentStream* stream) {
   e.record.connected = false;
   e.record.since_unix_ms = NowMs();
   log_.Info("agent disconnected; its node keeps its plan", {{"node", s->second}});
+  const std::string name = s->second;
   streams_.erase(s);
-  ChangedLocked();
+  ChangedLocked(name);
 }
 
 size_t Hub::ForgetGone() {
@@ -383,6 +400,7 @@ size_t Hub::ForgetGone() {
       log_.Info("node forgotten after its agent stayed away",
                 {{"node", it->first}, {"disconnectedSince", Rfc3339(r.since_unix_ms)}});
       (void)planner_.RemoveNode(it->first);
+      JournalLocked(it->first);
       it = nodes_.erase(it);
       ++forgotten;
     } else {
@@ -426,7 +444,7 @@ void Hub::SetApiNode(api::Node node) {
   if (e.stale && PushableLocked(e)) {
     PushLocked(name, e);
   }
-  ChangedLocked();
+  ChangedLocked(name);
 }
 
 void Hub::RemoveApiNode(const std::string& name) {
@@ -445,7 +463,7 @@ void Hub::RemoveApiNode(const std::string& name) {
     it->second.desired.reset();
     it->second.stale = true;
   }
-  ChangedLocked();
+  ChangedLocked(name);
 }
 
 void Hub::SetPullSecret(const std::string& key, std::optional<std::string> docker_config) {
@@ -501,6 +519,7 @@ void Hub::SetActive(bool active) {
         e.stream = nullptr;
         e.record.connected = false;
         e.record.since_unix_ms = NowMs();
+        JournalLocked(name);
       }
     }
     streams_.clear();
@@ -517,6 +536,21 @@ uint64_t Hub::WaitForChange(uint64_t seen, std::chrono::nanoseconds timeout) {
   std::unique_lock lock(mu_);
   clock_.WaitFor(lock, changed_cv_, timeout, [&] { return changes_ != seen; });
   return changes_;
+}
+
+HubChanges Hub::WaitForChanges(uint64_t seen, std::chrono::nanoseconds timeout) {
+  std::unique_lock lock(mu_);
+  clock_.WaitFor(lock, changed_cv_, timeout, [&] { return changes_ != seen; });
+  HubChanges out;
+  out.number = changes_;
+  out.all = seen == 0 || seen < journal_floor_;
+  if (!out.all) {
+    // The journal is in change order: the entries after `seen` are at its end.
+    for (auto it = journal_.rbegin(); it != journal_.rend() && it->first > seen; ++it) {
+      out.nodes.insert(it->second);
+    }
+  }
+  return out;
 }
 
 void Hub::WakeAll() {

@@ -24,6 +24,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -31,6 +33,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -54,6 +57,16 @@ class AgentStream {
   virtual void Push(std::shared_ptr<const v1::NodeDesired> desired) = 0;
   // Ends the stream (a newer stream for the same node replaced it).
   virtual void Close(const absl::Status& why) = 0;
+};
+
+// What changed since a change number (Hub::WaitForChanges): which nodes' records or API
+// Nodes. Plans, Module status and pull Secrets are not itemised: a reader that needs them
+// reads the status again.
+struct HubChanges {
+  uint64_t number = 0;  // the change number this runs up to
+  // Too far behind for the journal (or change number 0): take every node as changed.
+  bool all = false;
+  std::set<std::string> nodes;
 };
 
 struct HubOptions {
@@ -113,8 +126,13 @@ class Hub {
   // passed on the hub's clock (a duration, so that no caller mixes in another clock's
   // deadline); returns the current change number.
   uint64_t WaitForChange(uint64_t seen, std::chrono::nanoseconds timeout);
+  // The same, with the nodes that changed after `seen` (see HubChanges).
+  HubChanges WaitForChanges(uint64_t seen, std::chrono::nanoseconds timeout);
   // Wakes every WaitForChange, as a change does (on shutdown, for a last status).
   void WakeAll();
+
+  // How many node changes the journal keeps for WaitForChanges.
+  static constexpr size_t kJournal = 8192;
 
   ControllerStatus Status();
   std::optional<NodeRecord> Node(const std::string& name);
@@ -145,7 +163,10 @@ class Hub {
   size_t PushChangedLocked(const std::vector<std::string>& nodes);
   void PushLocked(const std::string& name, Entry& e);
   void SetNodeLocked(Entry& e, api::Node node);
-  void ChangedLocked();
+  // A change; `node`'s record or API Node is part of it (none: "").
+  void ChangedLocked(const std::string& node = "");
+  // A node changed within a change about to be made (ChangedLocked follows).
+  void JournalLocked(const std::string& node);
   // Whether the node may be sent a desired state now.
   bool PushableLocked(const Entry& e) const;
   // Whether the node may run a held Module: it reports one, or has not reported yet.
@@ -174,6 +195,10 @@ class Hub {
   std::mutex mu_;
   std::condition_variable changed_cv_;
   uint64_t changes_ = 0;
+  // (change number, node) for the last kJournal node changes; changes numbered up to
+  // journal_floor_ are no longer itemised.
+  std::deque<std::pair<uint64_t, std::string>> journal_;
+  uint64_t journal_floor_ = 0;
   uint64_t seq_ = 0;
   bool serving_ = false;  // the source has been read once without errors
   std::set<std::string> held_;  // SourceUpdate::held, the last one

@@ -298,7 +298,9 @@ Value NodeValue(const NodeRecord& n) {
   return v;
 }
 
-Value ModuleValue(const ModuleState& m) {
+}  // namespace
+
+Value ModuleStatusValue(const ModuleState& m) {
   Value loader = Value::EmptyMap();
   loader.Set("nodesMatchingSelectorNumber", m.module_loader.nodes_matching_selector_number);
   loader.Set("desiredNumber", m.module_loader.desired_number);
@@ -325,10 +327,16 @@ Value ModuleValue(const ModuleState& m) {
   status.Set("moduleLoader", std::move(loader));
   status.Set("conditions", std::move(conditions));
   status.Set("nodes", std::move(nodes));
+  return status;
+}
+
+namespace {
+
+Value ModuleValue(const ModuleState& m) {
   Value v = Value::EmptyMap();
   v.Set("namespace", m.namespace_);
   v.Set("name", m.name);
-  v.Set("status", std::move(status));
+  v.Set("status", ModuleStatusValue(m));
   return v;
 }
 

@@ -61,6 +61,9 @@ struct NodeRecord {
   std::string applied_version;  // what the agent says it works on
   std::vector<ReportedModule> modules;  // sorted by key; only what concerns the node
   uint64_t ignored_modules = 0;  // entries this stream reported that were left out
+  // The current stream (connected) has reported what the node runs: until then `modules`
+  // is the last stream's, or empty after a restart.
+  bool reported = false;
 };
 
 // What the last look-up of a pull Secret found.
@@ -131,6 +134,10 @@ struct ControllerStatus {
 };
 
 ControllerStatus Aggregate(const StatusInput& in);
+
+// A Module's status (moduleLoader, conditions, per-node rows): the Module's status
+// subresource in Kubernetes mode and its `status` in the status document, one shape.
+Value ModuleStatusValue(const ModuleState& m);
 
 // The status document (the status file's content, as YAML or JSON).
 Value ToValue(const ControllerStatus& s);

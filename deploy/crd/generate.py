@@ -284,6 +284,8 @@ def schema():
                 "version": string(),
                 "imageDigest": string(),
                 "since": {"type": "string", "format": "date-time"},
+                "connected": {"type": "boolean",
+                              "description": "Set (false) only while the node's agent is disconnected."},
             }, required=["node"]),
         },
     }, "Observed state, written by the controller.")

@@ -379,7 +379,7 @@ TEST_CASE("a Module read back with the status kmodd writes decodes without a war
   state.conditions = {{"Available", "False", "NodesNotLoaded", "1 of 2 nodes have it loaded"},
                       {"Degraded", "True", "LoadFailed", "worker-2: insmod: Invalid argument"}};
   state.nodes = {{"worker-1", kmodd::api::Phase::kLoaded, "", "sha256:00", 1764556801000, true},
-                 {"worker-2", kmodd::api::Phase::kFailed, "insmod: Invalid argument", "", 0, true}};
+                 {"worker-2", kmodd::api::Phase::kFailed, "insmod: Invalid argument", "", 0, false}};
   // As `kubectl get module -o yaml` shows it: the spec and the status the controller wrote.
   const std::string text = std::string(kFull).substr(0, std::string(kFull).find("status:")) +
                            kmodd::ToYaml(kmodd::Value(kmodd::Value::Map{

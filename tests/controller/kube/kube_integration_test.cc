@@ -84,7 +84,7 @@ TEST_CASE("kube: list and watch a ConfigMap through create, patch and delete", "
     std::lock_guard<std::mutex> lock(mu);
     seen.push_back(absl::StrCat(static_cast<int>(type), ":", StringAt(object, {"data", "k"})));
   };
-  ListWatch informer(*client, options, callbacks);
+  ListWatch informer(*client, options, callbacks, RealClockRef());
   http::Cancellation stop;
   std::thread runner([&] { informer.Run(stop); });
   auto count = [&](size_t n) {

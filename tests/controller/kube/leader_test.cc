@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <string>
+#include <thread>
 
 #include "tests/fakes/fake_clock.h"
 #include "common/json.h"
@@ -189,6 +191,30 @@ TEST_CASE("Run leads until stopped, then releases the lease and says so") {
   elector.Run(stop);
   CHECK(started == 1);
   CHECK(stopped == 1);
+  CHECK(StringAt(Spec(client), {"holderIdentity"}).empty());
+}
+
+TEST_CASE("Run renews once per retry period of the injected clock, not of the wall clock") {
+  FakeKubeClient client;
+  FakeClock clock(absl::FromUnixMicros(1700000000000000));
+  LeaderElectionConfig config;
+  config.lease_namespace = "kmm";
+  config.lease_name = "kmodd";
+  config.identity = "a";
+  http::Cancellation stop;
+  LeaderElector elector(client, config, clock);
+  std::thread runner([&] { elector.Run(stop); });
+  REQUIRE(clock.AwaitWaiters(1));  // led, and waits for the next renewal
+  CHECK(elector.IsLeader());
+  CHECK(StringAt(Spec(client), {"renewTime"}) == "2023-11-14T22:13:20.000000Z");
+  clock.Advance(absl::Seconds(2));
+  // The renewal, then the next wait.
+  while (StringAt(Spec(client), {"renewTime"}) != "2023-11-14T22:13:22.000000Z") {
+    std::this_thread::yield();
+  }
+  REQUIRE(clock.AwaitWaiters(1));
+  stop.Cancel();
+  runner.join();
   CHECK(StringAt(Spec(client), {"holderIdentity"}).empty());
 }
 

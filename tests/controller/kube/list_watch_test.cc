@@ -9,6 +9,7 @@
 
 #include "common/http/beast_client.h"
 #include "common/json.h"
+#include "tests/fakes/fake_clock.h"
 #include "tests/fakes/fake_kube_client.h"
 #include "controller/kube/list_watch.h"
 #include "controller/kube/rest_client.h"
@@ -123,7 +124,7 @@ TEST_CASE("ListWatch lists, watches from the list, follows bookmarks, relists on
   RealClock clock;
   RestKubeClient client(config, *http::BeastHttpClient::Create(http::ClientOptions{}), clock);
   Seen seen;
-  ListWatch informer(client, FastOptions("/api/v1/namespaces/ns/configmaps"), Record(seen));
+  ListWatch informer(client, FastOptions("/api/v1/namespaces/ns/configmaps"), Record(seen), clock);
   http::Cancellation stop;
   std::thread runner([&] { informer.Run(stop); });
   WaitFor([&] { return served >= script.size(); });
@@ -164,7 +165,7 @@ TEST_CASE("ListWatch reads every page of a list before it syncs") {
   Seen seen;
   ListWatchOptions options = FastOptions("/api/v1/nodes");
   options.page_size = 1;
-  ListWatch informer(client, options, Record(seen));
+  ListWatch informer(client, options, Record(seen), clock);
   http::Cancellation stop;
   std::thread runner([&] { informer.Run(stop); });
   WaitFor([&] { return served >= 3; });
@@ -190,7 +191,8 @@ TEST_CASE("ListWatch over the fake client sees writes, and relists after compact
   };
   REQUIRE(fake.Create(cms, make("a")).ok());
   Seen seen;
-  ListWatch informer(fake, FastOptions(cms), Record(seen));
+  RealClock clock;
+  ListWatch informer(fake, FastOptions(cms), Record(seen), clock);
   http::Cancellation stop;
   std::thread runner([&] { informer.Run(stop); });
   auto logged = [&](size_t n) {
@@ -211,6 +213,34 @@ TEST_CASE("ListWatch over the fake client sees writes, and relists after compact
   std::lock_guard<std::mutex> lock(seen.mu);
   CHECK(seen.log == std::vector<std::string>{"sync:a", "added:b", "error:OUT_OF_RANGE",
                                              "sync:ab", "deleted:a"});
+}
+
+TEST_CASE("ListWatch waits its backoff after an error on the injected clock") {
+  FakeKubeClient fake;
+  const std::string cms = ResourcePath("v1", "configmaps", "ns");
+  Seen seen;
+  ListWatchOptions options = FastOptions(cms);
+  options.initial_backoff = std::chrono::seconds(8);
+  options.max_backoff = std::chrono::seconds(8);
+  fake.FailNext(absl::UnavailableError("the API server is away"));
+  FakeClock clock;
+  ListWatch informer(fake, options, Record(seen), clock);
+  http::Cancellation stop;
+  std::thread runner([&] { informer.Run(stop); });
+  REQUIRE(clock.AwaitWaiters(1));  // the failed list, then the backoff
+  {
+    std::lock_guard<std::mutex> lock(seen.mu);
+    CHECK(seen.log == std::vector<std::string>{"error:UNAVAILABLE"});
+  }
+  clock.Advance(std::chrono::seconds(8));  // at most the backoff: the list comes next
+  WaitFor([&] {
+    std::lock_guard<std::mutex> lock(seen.mu);
+    return seen.log.size() >= 2;
+  });
+  stop.Cancel();
+  runner.join();
+  std::lock_guard<std::mutex> lock(seen.mu);
+  CHECK(seen.log == std::vector<std::string>{"error:UNAVAILABLE", "sync:"});
 }
 
 }  // namespace

@@ -2,9 +2,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -163,6 +165,12 @@ TEST_CASE("a finalizer patch computed from a stale Module is refused, not applie
 
 namespace {
 
+// For the sources of tests that wait for real watches.
+const kmodd::Clock& RealClockRef() {
+  static const kmodd::RealClock clock;
+  return clock;
+}
+
 // Polls `done` every 10 ms for at most 10 s.
 bool Eventually(const std::function<bool()>& done) {
   for (int i = 0; i < 1000; ++i) {
@@ -273,13 +281,11 @@ TEST_CASE("Kubernetes mode: a Module rejected at start is in its status, unheld,
   REQUIRE(api.Create(modules, module("^6\\\\.1\\\\.([")).ok());
   kmodd::server::HubOptions options{"run", std::chrono::minutes(10)};
   options.nodes_from_api = true;
-  // Real time: the writer's one-second tick (finalizers, retries) runs on the hub's clock.
-  kmodd::RealClock hub_clock;
-  kmodd::server::Hub hub(options, hub_clock, log);
-  kmodd::FakeClock clock;
-  kmodd::source::KubeSource source(api, hub, log);
+  kmodd::FakeClock clock;  // the writer's and the hub's: the writer waits on the hub
+  kmodd::server::Hub hub(options, clock, log);
+  kmodd::source::KubeSource source(api, hub, clock, log);
   kmodd::kube::EventRecorder events(api, clock, "kmodd-controller", "test");
-  kmodd::server::KubeWriter writer(api, hub, source, events, [] { return true; }, log);
+  kmodd::server::KubeWriter writer(api, hub, source, events, [] { return true; }, clock, log);
   source.Start();
   REQUIRE(Eventually([&] { return source.Synced(); }));
 
@@ -350,7 +356,7 @@ TEST_CASE("Kubernetes mode: after a restart a rejected Module with the finalizer
   options.nodes_from_api = true;
   kmodd::FakeClock clock;
   kmodd::server::Hub hub(options, clock, log);
-  kmodd::source::KubeSource source(api, hub, log);
+  kmodd::source::KubeSource source(api, hub, RealClockRef(), log);
   source.Start();
   REQUIRE(Eventually([&] { return source.Synced(); }));
 
@@ -414,7 +420,7 @@ TEST_CASE("Kubernetes mode: a pull Secret nodes could not use is reported on its
   options.nodes_from_api = true;
   kmodd::FakeClock clock;
   kmodd::server::Hub hub(options, clock, log);
-  kmodd::source::KubeSource source(api, hub, log);
+  kmodd::source::KubeSource source(api, hub, RealClockRef(), log);
   source.Start();
   REQUIRE(Eventually([&] { return source.Synced(); }));
 
@@ -480,13 +486,11 @@ TEST_CASE("Kubernetes mode: only nodes a Module may run on hold its finalizer, a
               .ok());
   kmodd::server::HubOptions options{"run", std::chrono::minutes(10)};
   options.nodes_from_api = true;
-  // Real time: the writer's one-second tick (finalizers, retries) runs on the hub's clock.
-  kmodd::RealClock hub_clock;
-  kmodd::server::Hub hub(options, hub_clock, log);
-  kmodd::FakeClock clock;
-  kmodd::source::KubeSource source(api, hub, log);
+  kmodd::FakeClock clock;  // the writer's and the hub's: the writer waits on the hub
+  kmodd::server::Hub hub(options, clock, log);
+  kmodd::source::KubeSource source(api, hub, clock, log);
   kmodd::kube::EventRecorder events(api, clock, "kmodd-controller", "test");
-  kmodd::server::KubeWriter writer(api, hub, source, events, [] { return true; }, log);
+  kmodd::server::KubeWriter writer(api, hub, source, events, [] { return true; }, clock, log);
   source.Start();
   REQUIRE(Eventually([&] { return source.Synced(); }));
 
@@ -537,4 +541,159 @@ TEST_CASE("Kubernetes mode: only nodes a Module may run on hold its finalizer, a
   }
   source.Stop();
   std::fclose(devnull);
+}
+
+namespace {
+
+// The labels of Node <name> on the API server.
+std::map<std::string, std::string> NodeLabelsOf(kmodd::kube::FakeKubeClient& api,
+                                                const std::string& name) {
+  auto n = api.Get(kmodd::kube::ResourcePath("v1", "nodes", "", name));
+  REQUIRE(n.ok());
+  std::map<std::string, std::string> out;
+  if (const Value* l = kmodd::Lookup(*n, {"metadata", "labels"}); l != nullptr && l->IsMap()) {
+    for (const auto& [k, v] : l->AsMap()) {
+      out[k] = v.AsString();
+    }
+  }
+  return out;
+}
+
+// A writer on the fake API server with one worker Node and Module ns/a planned on it.
+struct WriterHarness {
+  explicit WriterHarness(const std::vector<std::string>& nodes = {"w1"},
+                         kmodd::server::KubeWriterOptions options = {})
+      : devnull(std::fopen("/dev/null", "w")), log(devnull), hub(Options(), clock, log) {
+    for (const std::string& n : nodes) {
+      CreateWorker(api, n);
+    }
+    REQUIRE(api.Create(kModules, ModuleObject("a", "^6\\\\.1\\\\.")).ok());
+    source = std::make_unique<kmodd::source::KubeSource>(api, hub, clock, log);
+    events = std::make_unique<kmodd::kube::EventRecorder>(api, clock, "kmm", "test");
+    writer = std::make_unique<kmodd::server::KubeWriter>(
+        api, hub, *source, *events, [this] { return leader.load(); }, clock, log, options);
+    source->Start();
+    REQUIRE(Eventually([&] { return source->Synced(); }));
+  }
+  ~WriterHarness() {
+    writer->Stop();
+    source->Stop();
+    std::fclose(devnull);
+  }
+  static kmodd::server::HubOptions Options() {
+    kmodd::server::HubOptions o{"run", std::chrono::minutes(10)};
+    o.nodes_from_api = true;
+    return o;
+  }
+  // Node and Module writes so far.
+  size_t Writes() {
+    size_t n = 0;
+    for (const std::string& call : api.calls()) {
+      n += call.rfind("PATCH ", 0) == 0 ? 1 : 0;
+    }
+    return n;
+  }
+  int64_t DesiredNumber() {
+    auto m = api.Get(kModules + "/a");
+    return m.ok() ? kmodd::IntAt(*m, {"status", "moduleLoader", "desiredNumber"}) : -1;
+  }
+
+  inline static const std::string kModules =
+      kmodd::kube::ResourcePath("kmm.sigs.x-k8s.io/v1beta1", "modules", "ns");
+  std::FILE* devnull;
+  kmodd::Logger log;
+  kmodd::kube::FakeKubeClient api;
+  kmodd::FakeClock clock;
+  kmodd::server::Hub hub;
+  std::atomic<bool> leader{true};
+  std::unique_ptr<kmodd::source::KubeSource> source;
+  std::unique_ptr<kmodd::kube::EventRecorder> events;
+  std::unique_ptr<kmodd::server::KubeWriter> writer;
+};
+
+constexpr char kReadyA[] = "kmm.node.kubernetes.io/ns.a.ready";
+
+}  // namespace
+
+TEST_CASE("Kubernetes mode: a follower writes nothing; on leading every label, status and finalizer is written once") {
+  WriterHarness h;
+  LockedStream w1;
+  Connect(h.hub, w1, "w1", {"a"});
+  h.leader = false;
+  h.writer->SyncOnce();
+  CHECK(h.Writes() == 0);
+
+  h.leader = true;
+  h.writer->SyncOnce();
+  CHECK(NodeLabelsOf(h.api, "w1").count(kReadyA) == 1);
+  CHECK(h.DesiredNumber() == 1);
+  CHECK(FinalizersOf(h.api, "a") == R"(["kmodd.io/unload"])");
+}
+
+TEST_CASE("Kubernetes mode: a new leader keeps the labels of nodes it has not heard from yet") {
+  WriterHarness h({"w1", "w2"});
+  for (const char* node : {"w1", "w2"}) {
+    REQUIRE(h.api.MergePatch(kmodd::kube::ResourcePath("v1", "nodes", "", node),
+                             *kmodd::ParseJson(absl::StrCat(R"({"metadata":{"labels":{")", kReadyA,
+                                                            R"(":""}}})")))
+                .ok());
+  }
+  REQUIRE(Eventually([&] {
+    auto n = h.source->Node("w2");
+    return n && n->labels.count(kReadyA) == 1;
+  }));
+  // w1's agent has connected to this leader but not reported yet; w2's not connected.
+  LockedStream w1;
+  kmodd::v1::NodeInfo info;
+  info.set_name("w1");
+  info.set_kernel_release("6.1.0-27-cloud-amd64");
+  REQUIRE(h.hub.Hello(&w1, info).ok());
+  h.writer->SyncOnce();
+  CHECK(NodeLabelsOf(h.api, "w1").count(kReadyA) == 1);
+  CHECK(NodeLabelsOf(h.api, "w2").count(kReadyA) == 1);
+
+  // w1 reports: it runs nothing. Its label goes; w2's stays.
+  REQUIRE(h.hub.Report(&w1, kmodd::v1::NodeReport{}).ok());
+  h.writer->SyncOnce();
+  CHECK(NodeLabelsOf(h.api, "w1").count(kReadyA) == 0);
+  CHECK(NodeLabelsOf(h.api, "w2").count(kReadyA) == 1);
+}
+
+TEST_CASE("Kubernetes mode: the writer's workers follow hub changes; a disconnected agent does not hold the finalizer") {
+  kmodd::server::KubeWriterOptions options;
+  options.workers = 2;
+  WriterHarness h({"w1"}, options);
+  h.writer->Start();
+  LockedStream w1;
+  Connect(h.hub, w1, "w1", {"a"});
+  // A finalizer patch from a resourceVersion the watch has not caught up with conflicts and
+  // is retried with the key's backoff: time moves on for it.
+  auto after_backoff = [&](const std::function<bool()>& done) {
+    return Eventually([&] {
+      h.clock.Advance(std::chrono::seconds(1));
+      return done();
+    });
+  };
+  REQUIRE(after_backoff([&] { return NodeLabelsOf(h.api, "w1").count(kReadyA) == 1; }));
+  REQUIRE(after_backoff([&] { return FinalizersOf(h.api, "a") == R"(["kmodd.io/unload"])"; }));
+
+  // Deleted; w1's agent goes away before it reports the module unloaded.
+  REQUIRE(h.api.MergePatch(h.kModules + "/a",
+                           *kmodd::ParseJson(R"({"metadata":{"deletionTimestamp":"2026-01-02T00:00:00Z"}})"))
+              .ok());
+  h.hub.Goodbye(&w1);
+  REQUIRE(after_backoff([&] { return FinalizersOf(h.api, "a") == "[]"; }));
+  // Its last report said Loaded: the label stays while it is away.
+  CHECK(NodeLabelsOf(h.api, "w1").count(kReadyA) == 1);
+}
+
+TEST_CASE("Kubernetes mode: a status changed behind the writer's back is written again at the resync") {
+  WriterHarness h;
+  h.writer->Start();
+  REQUIRE(Eventually([&] { return h.DesiredNumber() == 1; }));
+  REQUIRE(h.api.MergePatch(h.kModules + "/a/status",
+                           *kmodd::ParseJson(R"({"status":{"moduleLoader":{"desiredNumber":99}}})"))
+              .ok());
+  h.clock.Advance(kmodd::server::KubeWriterOptions{}.resync);
+  REQUIRE(Eventually([&] { return h.DesiredNumber() == 1; }));
 }

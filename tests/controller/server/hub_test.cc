@@ -2,7 +2,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstdio>
+#include <set>
+#include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "api/decode.h"
@@ -193,4 +197,50 @@ TEST_CASE("hub: a held Module holds back only the nodes that report it, until it
   CHECK(runs_b.Last().modules_size() == 1);
   CHECK(runs_b.Last().modules(0).name() == "a");
   CHECK(other.pushed.size() == 1);  // nothing changed for it
+}
+
+TEST_CASE("hub says which nodes changed since a change number; a reader too far behind gets all") {
+  Harness h;
+  h.hub.ApplySource(Set(MakeModule("a", "r/a:1")));
+  const kmodd::server::HubChanges first = h.hub.WaitForChanges(0, std::chrono::nanoseconds(0));
+  CHECK(first.all);  // a first reader knows nothing yet
+  FakeStream w1, w2;
+  REQUIRE(h.hub.Hello(&w1, Info("w1", true)).ok());
+  REQUIRE(h.hub.Hello(&w2, Info("w2", true)).ok());
+  const kmodd::server::HubChanges hello =
+      h.hub.WaitForChanges(first.number, std::chrono::nanoseconds(0));
+  CHECK_FALSE(hello.all);
+  CHECK(hello.nodes == std::set<std::string>{"w1", "w2"});
+
+  // A new Module version changes plans, not what a node reported: no node is named.
+  h.hub.ApplySource(Set(MakeModule("a", "r/a:2")));
+  const kmodd::server::HubChanges plan =
+      h.hub.WaitForChanges(hello.number, std::chrono::nanoseconds(0));
+  CHECK(plan.number > hello.number);
+  CHECK(plan.nodes.empty());
+  h.hub.Goodbye(&w2);
+  REQUIRE(h.hub.Report(&w1, kmodd::v1::NodeReport{}).ok());
+  const kmodd::server::HubChanges later =
+      h.hub.WaitForChanges(plan.number, std::chrono::nanoseconds(0));
+  CHECK(later.nodes == std::set<std::string>{"w1", "w2"});
+
+  for (size_t i = 0; i <= Hub::kJournal; ++i) {
+    REQUIRE(h.hub.Report(&w1, kmodd::v1::NodeReport{}).ok());
+  }
+  CHECK(h.hub.WaitForChanges(later.number, std::chrono::nanoseconds(0)).all);
+}
+
+TEST_CASE("hub: a wait for changes ends at its deadline on the injected clock") {
+  Harness h;
+  kmodd::FakeClock& clock = h.clock;
+  const uint64_t now = h.hub.WaitForChanges(0, std::chrono::nanoseconds(0)).number;
+  kmodd::server::HubChanges got;
+  std::thread waiter([&] {
+    got = h.hub.WaitForChanges(now, std::chrono::minutes(5));
+  });
+  REQUIRE(clock.AwaitWaiters(1));
+  clock.Advance(std::chrono::minutes(5));
+  waiter.join();
+  CHECK(got.number == now);
+  CHECK(got.nodes.empty());
 }

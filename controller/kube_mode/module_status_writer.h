@@ -1,0 +1,52 @@
+#pragma once
+
+// The writer's Module status duty, one Module per call (key "module/<ns>/<name>"): KMM's
+// moduleLoader counters, the conditions and kmodd's per-node rows (ModuleStatusValue,
+// status.h: the status document's shape), merge-patched on the status subresource only
+// when it changed since this leader last wrote it; rejected Modules included
+// (Accepted=False names the fields). A Warning Event on the Module for each new
+// Accepted=False or PullSecretResolved=False (reasons Rejected, PullSecretNotFound,
+// PullSecretWrongType, PullSecretInvalidContent, PullSecretForbidden), once per problem.
+//
+// Thread-safe; the same Module is never reconciled by two workers at once.
+
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "common/log.h"
+#include "controller/kube/client.h"
+#include "controller/kube/events.h"
+#include "controller/kube_mode/writer_view.h"
+#include "controller/server/status.h"
+
+namespace kmodd::server {
+
+class ModuleStatusWriter {
+ public:
+  ModuleStatusWriter(kube::KubeClient& client, kube::EventRecorder& events, Logger& log);
+
+  ReconcileResult Reconcile(const WriterView& view, const std::string& key);
+  // The Module is gone (its finalizer released): a new one of that name starts afresh.
+  void Forget(const std::string& key);
+  // Leadership lost: everything is written and evented again by the next leader.
+  void Reset();
+  // Every status is written again at its next Reconcile (a resync: someone may have
+  // changed it on the API server), the Events not.
+  void Rewrite();
+
+ private:
+  // Records the Warning Events not yet recorded for the Module's problems.
+  void WarnOnModule(const ModuleState& m, const std::string& uid);
+
+  kube::KubeClient& client_;
+  kube::EventRecorder& events_;
+  Logger& log_;
+
+  std::mutex mu_;  // never held across an API call
+  std::map<std::string, std::string> written_;           // key -> status last written (JSON)
+  std::map<std::string, std::set<std::string>> warned_;  // key -> problems evented
+};
+
+}  // namespace kmodd::server

@@ -1,0 +1,166 @@
+#include "controller/kube_mode/node_labeler.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/json.h"
+
+namespace kmodd::server {
+
+std::string ReadyLabel(const std::string& ns, const std::string& name) {
+  return absl::StrCat(kLabelPrefix, ns, ".", name, ".ready");
+}
+
+std::string VersionReadyLabel(const std::string& ns, const std::string& name) {
+  return absl::StrCat(kLabelPrefix, ns, ".", name, ".version.ready");
+}
+
+bool IsOwnedLabel(const std::string& key) {
+  // <ns>.<name>.ready and <ns>.<name>.version.ready; not version-module.* (the user's),
+  // not .device-plugin-ready (a device plugin's).
+  return key == kKernelVersionLabel || !ModuleOfLabel(key).empty();
+}
+
+Labels DesiredLabels(const NodeRecord& node) {
+  Labels out;
+  for (const ReportedModule& m : node.modules) {
+    if (m.phase != api::Phase::kLoaded) {
+      continue;
+    }
+    const size_t slash = m.key.find('/');
+    if (slash == std::string::npos) {
+      continue;
+    }
+    const std::string ns = m.key.substr(0, slash);
+    const std::string name = m.key.substr(slash + 1);
+    out[ReadyLabel(ns, name)] = "";
+    if (!m.version.empty()) {
+      out[VersionReadyLabel(ns, name)] = m.version;
+    }
+  }
+  return out;
+}
+
+std::optional<Value> LabelPatch(const Labels& current, const Labels& desired) {
+  Value labels = Value::EmptyMap();
+  bool any = false;
+  for (const auto& [k, v] : current) {
+    if (IsOwnedLabel(k) && desired.count(k) == 0) {
+      labels.Set(k, nullptr);
+      any = true;
+    }
+  }
+  for (const auto& [k, v] : desired) {
+    auto it = current.find(k);
+    if (it == current.end() || it->second != v) {
+      labels.Set(k, v);
+      any = true;
+    }
+  }
+  if (!any) {
+    return std::nullopt;
+  }
+  return Value(Value::Map{{"metadata", Value(Value::Map{{"labels", std::move(labels)}})}});
+}
+
+NodeLabeler::NodeLabeler(kube::KubeClient& client, kube::EventRecorder& events,
+                         const Clock& clock, Logger& log)
+    : client_(client), events_(events), clock_(clock), log_(log) {}
+
+void NodeLabeler::Reset() {
+  std::lock_guard lock(mu_);
+  applied_.clear();
+  refused_.Clear();
+}
+
+ReconcileResult NodeLabeler::Reconcile(const WriterView& view, const std::string& node) {
+  const std::optional<NodeRecord> rec = view.Record(node);
+  const std::optional<source::NodeMeta> api = view.ApiNode(node);
+  if (!rec || !api) {
+    return ReconcileResult::Ok();  // no agent ever, or not a Node the API lists
+  }
+  if (rec->connected ? !rec->reported : rec->modules.empty()) {
+    return ReconcileResult::Ok();  // not heard from yet: its labels stay (see the header)
+  }
+  const Clock::Monotonic now = clock_.MonotonicNow();
+  Labels desired = DesiredLabels(*rec);
+  {
+    std::lock_guard lock(mu_);
+    refused_.Filter(node, desired, now);
+  }
+  const std::optional<Value> patch = LabelPatch(api->labels, desired);
+  {
+    std::lock_guard lock(mu_);
+    auto a = applied_.find(node);
+    if (patch && a != applied_.end() && a->second.labels == desired &&
+        now - a->second.at < kRecheck) {
+      // Written already; the watch may not have brought it back yet.
+      return ReconcileResult::RequeueAfter(kRecheck - (now - a->second.at));
+    }
+  }
+  LabelWrite write;
+  if (patch) {
+    write = WriteNodeLabels(client_, node, *patch);
+  }
+  if (!write.error.ok()) {
+    log_.Warn("cannot label a node", {{"node", node}, {"error", write.error.ToString()}});
+    return ReconcileResult::Error(write.error);
+  }
+  std::vector<NodeEvent> events;
+  absl::Status removal_refused;
+  std::optional<RefusedLabels::Clock::duration> retry_refused;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [key, error] : write.refused) {
+      auto d = desired.find(key);
+      if (d == desired.end()) {
+        // Nothing to leave out: tried again with the key's backoff.
+        removal_refused = absl::InvalidArgumentError(absl::StrCat("removing ", key, ": ", error));
+        log_.Warn("cannot remove a node label", {{"node", node}, {"label", key}, {"error", error}});
+        continue;
+      }
+      if (refused_.Refused(node, key, d->second, now)) {
+        log_.Warn("node label refused",
+                  {{"node", node}, {"label", key}, {"value", d->second}, {"error", error}});
+        events.push_back(LabelRefusedEvent(key, d->second, error));
+      }
+      desired.erase(d);
+    }
+    refused_.Accepted(node, desired);
+    retry_refused = refused_.RetryIn(node, now);
+    if (removal_refused.ok()) {
+      applied_[node] = Applied{desired, now};
+    }
+  }
+  if (patch) {
+    log_.Info(write.refused.empty() ? "node labels updated"
+                                    : "node labels updated but for the refused ones",
+              {{"node", node}, {"patch", ToJsonLine(*patch)}});
+    const Labels after = PatchedLabels(api->labels, *patch, write.refused);
+    for (NodeEvent& e : ReadyLabelEvents(api->labels, after)) {
+      events.push_back(std::move(e));
+    }
+  }
+  // After the write: a label is what users wait on; no one waits on the Events.
+  for (const NodeEvent& e : events) {
+    Record(*api, e);
+  }
+  if (!removal_refused.ok()) {
+    return ReconcileResult::Error(removal_refused);
+  }
+  if (retry_refused) {
+    return ReconcileResult::RequeueAfter(*retry_refused);
+  }
+  return ReconcileResult::Ok();
+}
+
+void NodeLabeler::Record(const source::NodeMeta& node, const NodeEvent& e) {
+  kube::ObjectReference ref{"v1", "Node", "", node.name, node.uid};
+  if (absl::Status s = events_.Record(ref, e.type, e.reason, e.message, e.annotations);
+      !s.ok()) {
+    log_.Warn("cannot record a Node event", {{"node", node.name}, {"error", s.ToString()}});
+  }
+}
+
+}  // namespace kmodd::server

@@ -1,0 +1,81 @@
+#pragma once
+
+// The writer's node-label duty, one Node per call (key "node/<name>"):
+//   kmm.node.kubernetes.io/<ns>.<name>.ready          while the agent reports it Loaded
+//   kmm.node.kubernetes.io/<ns>.<name>.version.ready  = the version, idem, when versioned
+// diffed against the Node's labels as watched and merge-patched (null removes); then the
+// Node Events ModuleLoaded / ModuleUnloaded for the .ready labels that patch added or
+// removed, as KMM writes them, and a Warning for a label the API server refused.
+//
+// A node with no report from its current stream keeps its labels as they are: a new
+// leader, or a restarted controller, has not heard from its agents yet, and they keep
+// their modules loaded meanwhile; removing the labels would strip a fleet's .ready labels
+// at every failover. A refused label holds back no other (node_labels.h) and is asked
+// again after RefusedLabels::kRetry. No kernel-version.full label: KMM writes none, and a
+// kernel such as GKE's "6.1.90+" is no valid label value; one an earlier kmodd wrote is
+// removed.
+//
+// Thread-safe; the same node is never reconciled by two workers at once (work_queue.h).
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/value.h"
+#include "controller/kube/client.h"
+#include "controller/kube/events.h"
+#include "controller/kube_mode/node_labels.h"
+#include "controller/kube_mode/writer_view.h"
+#include "controller/server/status.h"
+
+namespace kmodd::server {
+
+// Written by kmodd before KMM fidelity (issue 11), no longer; still owned, so removed.
+inline constexpr char kKernelVersionLabel[] = "kmm.node.kubernetes.io/kernel-version.full";
+
+// KMM's label names.
+std::string ReadyLabel(const std::string& ns, const std::string& name);
+std::string VersionReadyLabel(const std::string& ns, const std::string& name);
+// Whether kmodd sets (and so may remove) this label.
+bool IsOwnedLabel(const std::string& key);
+
+// The labels kmodd wants on a node, from its agent's last report.
+Labels DesiredLabels(const NodeRecord& node);
+// The merge patch taking `current`'s owned labels to `desired`; nullopt when equal.
+std::optional<Value> LabelPatch(const Labels& current, const Labels& desired);
+
+class NodeLabeler {
+ public:
+  NodeLabeler(kube::KubeClient& client, kube::EventRecorder& events, const Clock& clock,
+              Logger& log);
+
+  ReconcileResult Reconcile(const WriterView& view, const std::string& node);
+  // Leadership lost: what was written and refused is learnt again by the next leader.
+  void Reset();
+
+  // A write is not repeated for this long while the watch does not show it yet; after
+  // that, a label someone removed or changed by hand is written again.
+  static constexpr std::chrono::seconds kRecheck{30};
+
+ private:
+  struct Applied {
+    Labels labels;
+    Clock::Monotonic at;
+  };
+  void Record(const source::NodeMeta& node, const NodeEvent& e);
+
+  kube::KubeClient& client_;
+  kube::EventRecorder& events_;
+  const Clock& clock_;
+  Logger& log_;
+
+  std::mutex mu_;  // never held across an API call
+  std::map<std::string, Applied> applied_;  // node -> owned labels last written
+  RefusedLabels refused_;
+};
+
+}  // namespace kmodd::server

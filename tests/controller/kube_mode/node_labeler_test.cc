@@ -1,0 +1,214 @@
+#include "controller/kube_mode/node_labeler.h"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/json.h"
+#include "fake_writer_view.h"
+#include "tests/fakes/fake_clock.h"
+#include "tests/fakes/fake_kube_client.h"
+
+using kmodd::Value;
+using kmodd::server::Labels;
+using kmodd::server::NodeLabeler;
+using kmodd::server::NodeRecord;
+using kmodd::server::ReconcileResult;
+using kmodd::server::ReportedModule;
+
+namespace {
+
+constexpr char kReadyA[] = "kmm.node.kubernetes.io/ns.a.ready";
+
+struct Harness {
+  Harness()
+      : devnull(std::fopen("/dev/null", "w")),
+        log(devnull),
+        events(api, clock, "kmm", "test"),
+        labeler(api, events, clock, log) {}
+  ~Harness() { std::fclose(devnull); }
+
+  // Node `name` in the API with `labels`, as the watch has it too.
+  void AddNode(const std::string& name, const Labels& labels) {
+    Value l = Value::EmptyMap();
+    for (const auto& [k, v] : labels) {
+      l.Set(k, v);
+    }
+    auto created = api.Create(kmodd::kube::ResourcePath("v1", "nodes"),
+                              Value(Value::Map{{"metadata", Value(Value::Map{{"name", name},
+                                                                             {"labels", l}})}}));
+    REQUIRE(created.ok());
+    view.nodes[name] = kmodd::source::NodeMeta{
+        name, kmodd::StringAt(*created, {"metadata", "uid"}), labels};
+  }
+  // The watch catches up with the API server.
+  void Watched(const std::string& name) { view.nodes[name].labels = LabelsOf(name); }
+  Labels LabelsOf(const std::string& name) {
+    auto n = api.Get(kmodd::kube::ResourcePath("v1", "nodes", "", name));
+    REQUIRE(n.ok());
+    Labels out;
+    if (const Value* l = kmodd::Lookup(*n, {"metadata", "labels"}); l != nullptr && l->IsMap()) {
+      for (const auto& [k, v] : l->AsMap()) {
+        out[k] = v.AsString();
+      }
+    }
+    return out;
+  }
+  // "<reason> <node>" of every Event recorded about Nodes, sorted.
+  std::vector<std::string> NodeEvents() {
+    std::vector<std::string> out;
+    for (const auto& [name, e] :
+         api.Objects(kmodd::kube::ResourcePath("v1", "events", "default"))) {
+      out.push_back(absl::StrCat(kmodd::StringAt(e, {"reason"}), " ",
+                                 kmodd::StringAt(e, {"involvedObject", "name"})));
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  size_t Patches(const std::string& node) {
+    size_t n = 0;
+    for (const std::string& call : api.calls()) {
+      n += call == "PATCH " + kmodd::kube::ResourcePath("v1", "nodes", "", node) ? 1 : 0;
+    }
+    return n;
+  }
+
+  std::FILE* devnull;
+  kmodd::Logger log;
+  kmodd::kube::FakeKubeClient api;
+  kmodd::FakeClock clock;
+  kmodd::kube::EventRecorder events;
+  kmodd::testing::FakeWriterView view;
+  NodeLabeler labeler;
+};
+
+NodeRecord Reported(const std::string& name, bool connected,
+                    std::vector<ReportedModule> modules) {
+  NodeRecord r;
+  r.name = name;
+  r.connected = connected;
+  r.reported = connected;
+  r.modules = std::move(modules);
+  return r;
+}
+
+bool IsOk(const ReconcileResult& r) { return r.error.ok() && r.requeue_after.count() == 0; }
+
+}  // namespace
+
+TEST_CASE("node labeler: a Loaded report labels the node, then records ModuleLoaded") {
+  Harness h;
+  h.AddNode("w1", {{"role", "worker"}});
+  h.view.records["w1"] = Reported("w1", true, {{"ns/a", "Loaded", "", "", "v2", 0},
+                                               {"ns/b", "Loading", "", "", "", 0}});
+  CHECK(IsOk(h.labeler.Reconcile(h.view, "w1")));
+  CHECK(h.LabelsOf("w1") == Labels{{"role", "worker"},
+                                 {kReadyA, ""},
+                                 {"kmm.node.kubernetes.io/ns.a.version.ready", "v2"}});
+  CHECK(h.NodeEvents() == std::vector<std::string>{"ModuleLoaded w1"});
+
+  // Unloaded: the label goes, and ModuleUnloaded says so.
+  h.Watched("w1");
+  h.view.records["w1"] = Reported("w1", true, {});
+  CHECK(IsOk(h.labeler.Reconcile(h.view, "w1")));
+  CHECK(h.LabelsOf("w1") == Labels{{"role", "worker"}});
+  CHECK(h.NodeEvents() == std::vector<std::string>{"ModuleLoaded w1", "ModuleUnloaded w1"});
+}
+
+TEST_CASE("node labeler: after a failover, nodes not yet heard from keep their labels") {
+  // A new leader: w1's agent is connected but has not reported on its new stream yet,
+  // w2's has not come back at all. Both keep their modules loaded meanwhile.
+  Harness h;
+  h.AddNode("w1", {{kReadyA, ""}});
+  h.AddNode("w2", {{kReadyA, ""}});
+  NodeRecord w1 = Reported("w1", true, {});
+  w1.reported = false;
+  h.view.records["w1"] = w1;
+  h.view.records["w2"] = Reported("w2", false, {});
+  CHECK(IsOk(h.labeler.Reconcile(h.view, "w1")));
+  CHECK(IsOk(h.labeler.Reconcile(h.view, "w2")));
+  CHECK(h.LabelsOf("w1") == Labels{{kReadyA, ""}});
+  CHECK(h.LabelsOf("w2") == Labels{{kReadyA, ""}});
+  CHECK(h.Patches("w1") + h.Patches("w2") == 0);
+  CHECK(h.NodeEvents().empty());
+
+  // w1 reports it still runs the module: nothing to write. w2's agent is away for good,
+  // its last report (as the previous leader had it) is not known here: labels stay.
+  h.view.records["w1"] = Reported("w1", true, {{"ns/a", "Loaded", "", "", "", 0}});
+  CHECK(IsOk(h.labeler.Reconcile(h.view, "w1")));
+  CHECK(h.Patches("w1") == 0);
+
+  // A disconnected node whose agent did report to this leader is labelled from that report.
+  h.view.records["w2"] = Reported("w2", false, {{"ns/a", "Failed", "", "", "", 0}});
+  CHECK(IsOk(h.labeler.Reconcile(h.view, "w2")));
+  CHECK(h.LabelsOf("w2").empty());
+}
+
+TEST_CASE("node labeler: a write the watch does not show yet is not repeated until kRecheck") {
+  Harness h;
+  h.AddNode("w1", {});
+  h.view.records["w1"] = Reported("w1", true, {{"ns/a", "Loaded", "", "", "", 0}});
+  CHECK(IsOk(h.labeler.Reconcile(h.view, "w1")));
+  REQUIRE(h.Patches("w1") == 1);
+  // The watch lags: the view still has no label. Looked at again later, not written again.
+  ReconcileResult r = h.labeler.Reconcile(h.view, "w1");
+  CHECK(r.error.ok());
+  CHECK(r.requeue_after == NodeLabeler::kRecheck);
+  CHECK(h.Patches("w1") == 1);
+  CHECK(h.NodeEvents() == std::vector<std::string>{"ModuleLoaded w1"});
+
+  // Someone removes it by hand; once kRecheck has passed it is written again.
+  REQUIRE(h.api.MergePatch(kmodd::kube::ResourcePath("v1", "nodes", "", "w1"),
+                           *kmodd::ParseJson(absl::StrCat(R"({"metadata":{"labels":{")", kReadyA,
+                                                          R"(":null}}})")))
+              .ok());
+  h.Watched("w1");
+  h.clock.Advance(std::chrono::seconds(10));
+  r = h.labeler.Reconcile(h.view, "w1");
+  CHECK(r.requeue_after == std::chrono::seconds(20));
+  h.clock.Advance(std::chrono::seconds(20));
+  CHECK(IsOk(h.labeler.Reconcile(h.view, "w1")));
+  CHECK(h.LabelsOf("w1") == Labels{{kReadyA, ""}});
+  CHECK(h.Patches("w1") == 3);  // ours, the hand's, ours again
+}
+
+TEST_CASE("node labeler: a failed write is an error for the queue to retry, and nothing is evented") {
+  Harness h;
+  h.AddNode("w1", {});
+  h.view.records["w1"] = Reported("w1", true, {{"ns/a", "Loaded", "", "", "", 0}});
+  h.api.FailNext(absl::UnavailableError("the API server is away"));
+  CHECK(absl::IsUnavailable(h.labeler.Reconcile(h.view, "w1").error));
+  CHECK(h.LabelsOf("w1").empty());
+  CHECK(h.NodeEvents().empty());
+  CHECK(IsOk(h.labeler.Reconcile(h.view, "w1")));  // the retry
+  CHECK(h.LabelsOf("w1") == Labels{{kReadyA, ""}});
+  CHECK(h.NodeEvents() == std::vector<std::string>{"ModuleLoaded w1"});
+}
+
+TEST_CASE("node labeler: refused labels are asked again after RefusedLabels::kRetry, not before") {
+  Harness h;
+  h.AddNode("w1", {});
+  h.view.records["w1"] = Reported("w1", true, {{"ns/a", "Loaded", "", "", "v1", 0}});
+  for (int i = 0; i < 3; ++i) {  // the patch, then each label alone
+    h.api.FailNext(absl::InvalidArgumentError("422 Invalid: metadata.labels: Invalid value"));
+  }
+  ReconcileResult r = h.labeler.Reconcile(h.view, "w1");
+  CHECK(r.error.ok());
+  CHECK(r.requeue_after == kmodd::server::RefusedLabels::kRetry);
+  CHECK(h.LabelsOf("w1").empty());
+  CHECK(h.NodeEvents() == std::vector<std::string>{"NodeLabelRefused w1", "NodeLabelRefused w1"});
+
+  h.clock.Advance(kmodd::server::RefusedLabels::kRetry - std::chrono::seconds(1));
+  r = h.labeler.Reconcile(h.view, "w1");
+  CHECK(r.requeue_after == std::chrono::seconds(1));
+  CHECK(h.Patches("w1") == 3);  // not asked again yet
+
+  h.clock.Advance(std::chrono::seconds(1));
+  CHECK(IsOk(h.labeler.Reconcile(h.view, "w1")));
+  CHECK(h.LabelsOf("w1") == Labels{{kReadyA, ""}, {"kmm.node.kubernetes.io/ns.a.version.ready", "v1"}});
+}
