@@ -263,7 +263,7 @@ TEST_CASE("without an image store every resolution fails clearly", "[server][ima
 
 TEST_CASE("the image resolver pulls from a real registry once, with the image's digest",
           "[registry]") {
-  kmodd::testing::ServerTempDir dir;
+  kmodd::testing::TempDir dir{"server"};
   kmodd::testing::Registry registry("https");
   const kmodd::testing::DriverImage pushed =
       kmodd::testing::MakeDriver(&registry, dir.path, "kmodd/driver:v1", "mod_a");

@@ -25,7 +25,7 @@ using namespace std::chrono_literals;  // NOLINT(google-build-using-namespace)
 namespace {
 
 struct LocalRig {
-  kmodd::testing::ServerTempDir dir;
+  kmodd::testing::TempDir dir{"server"};
   kmodd::RealClock clock;
   kmodd::testing::LockedKernel kernel;
   kmodd::testing::FakeFirmware firmware;

@@ -23,7 +23,7 @@ using kmodd::testing::Spec;
 namespace {
 
 struct Rig {
-  kmodd::testing::ServerTempDir dir;
+  kmodd::testing::TempDir dir{"server"};
   kmodd::testing::LockedKernel kernel;
   kmodd::testing::FakeFirmware firmware;
   kmodd::RealClock clock;

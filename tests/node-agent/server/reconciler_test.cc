@@ -58,7 +58,7 @@ class SlowStore : public kmodd::reconcile::ImageStore {
 };
 
 struct Rig {
-  kmodd::testing::ServerTempDir dir;
+  kmodd::testing::TempDir dir{"server"};
   kmodd::FakeClock clock;  // time moves only when a test says so
   LockedKernel kernel;
   FakeFirmware firmware;

@@ -23,19 +23,9 @@
 #include "node-agent/server/metrics.h"
 #include "node-agent/server/reconciler.h"
 #include "tests/fakes/fake_clock.h"
+#include "tests/temp_dir.h"
 
 namespace kmodd::testing {
-
-struct ServerTempDir {
-  std::string path;
-  ServerTempDir() {
-    char tmpl[] = "/tmp/kmodd-server-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~ServerTempDir() { std::filesystem::remove_all(path); }
-  ServerTempDir(const ServerTempDir&) = delete;
-  ServerTempDir& operator=(const ServerTempDir&) = delete;
-};
 
 // The FakeKernel behind a mutex: the reconciler's worker and the test both touch it.
 class LockedKernel : public kernel::Kernel {
@@ -132,7 +122,7 @@ inline bool PhaseIs(const agent::AgentState& state, const std::string& key,
 // destroys its reconciler (a member of its own) before these.
 template <class ClockT = FakeClock, class KernelT = LockedKernel>
 struct AgentParts {
-  ServerTempDir dir;
+  TempDir dir{"server"};
   ClockT clock;
   KernelT kernel;
   FakeFirmware firmware;

@@ -133,7 +133,7 @@ v1::NodeDesired Desired(const std::string& version,
 }
 
 struct Agent {
-  kmodd::testing::ServerTempDir dir;
+  kmodd::testing::TempDir dir{"server"};
   kmodd::testing::LockedKernel kernel;
   kmodd::testing::FakeFirmware firmware;
   kmodd::RealClock clock;  // the Sync client waits on the AgentState in real time
