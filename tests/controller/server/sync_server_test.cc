@@ -26,8 +26,10 @@
 #include "tests/common/http/test_pki.h"
 #include "tests/controller/server/fake_authenticator.h"
 #include "tests/fakes/fake_clock.h"
+#include "tests/eventually.h"
 #include "tests/temp_dir.h"
 
+using kmodd::testing::Eventually;
 using kmodd::testing::TempDir;
 
 namespace fs = std::filesystem;
@@ -105,19 +107,6 @@ struct Controller {
       out.append(buf, n);
     }
     return out;
-  }
-  // Waits, bounded, for the hub's state to satisfy `pred`.
-  bool Eventually(const std::function<bool()>& pred) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    uint64_t seen = 0;
-    while (!pred()) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        return false;
-      }
-      seen = hub.WaitForChange(seen, std::min(deadline, std::chrono::steady_clock::now() +
-                                                            std::chrono::milliseconds(200)));
-    }
-    return true;
   }
   std::string Target() const { return absl::StrCat("127.0.0.1:", server.port()); }
 
@@ -236,7 +225,7 @@ TEST_CASE("sync: agents get their plan on connect, and only matching ones get a 
   CHECK(o1.modules_size() == 0);
 
   w1.Ack(d1.version());
-  CHECK(c.Eventually([&] { return c.hub.Node("w1")->acked_version == d1.version(); }));
+  CHECK(Eventually([&] { return c.hub.Node("w1")->acked_version == d1.version(); }));
 
   c.WriteModule("r/a:2");
   NodeDesired d2 = w1.Next();
@@ -248,14 +237,14 @@ TEST_CASE("sync: agents get their plan on connect, and only matching ones get a 
   CHECK(c.hub.Node("other")->pushed_version == o1.version());
 
   w1.Ack(d2.version());
-  CHECK(c.Eventually([&] { return c.hub.Node("w1")->acked_version == d2.version(); }));
+  CHECK(Eventually([&] { return c.hub.Node("w1")->acked_version == d2.version(); }));
   auto status = c.hub.Status();
   REQUIRE(status.modules.size() == 1);
   CHECK(status.modules[0].module_loader.desired_number == 2);
   CHECK(status.modules[0].module_loader.available_number == 1);
 
   w2.ctx.TryCancel();
-  CHECK(c.Eventually([&] { return !c.hub.Node("w2")->connected; }));
+  CHECK(Eventually([&] { return !c.hub.Node("w2")->connected; }));
 }
 
 TEST_CASE("sync over mTLS: a node may only report as the node its certificate names") {
@@ -551,7 +540,7 @@ TEST_CASE("sync over mTLS: a node flooding 200,000 module entries is refused, ot
   const NodeDesired d = w1.Next();
   REQUIRE(d.modules_size() == 1);
   w1.Ack(d.version());
-  CHECK(c.Eventually([&] {
+  CHECK(Eventually([&] {
     auto rec = c.hub.Node("w1");
     return rec && rec->acked_version == d.version() && rec->modules.size() == 1;
   }));

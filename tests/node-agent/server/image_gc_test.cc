@@ -16,6 +16,7 @@
 #include "registry_rig.h"
 #include "server_rig.h"
 #include "tests/fakes/fake_clock.h"
+#include "tests/eventually.h"
 
 namespace fs = std::filesystem;
 using kmodd::agent::ImageGc;

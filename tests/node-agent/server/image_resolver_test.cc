@@ -15,6 +15,7 @@
 #include "node-agent/server/image_resolver.h"
 #include "registry_rig.h"
 #include "server_rig.h"
+#include "tests/eventually.h"
 
 using kmodd::agent::ImageResolver;
 using kmodd::testing::Eventually;

@@ -16,6 +16,7 @@
 #include "proto/convert.h"
 #include "server_rig.h"
 #include "tests/fakes/fake_clock.h"
+#include "tests/eventually.h"
 
 using kmodd::testing::Eventually;
 using kmodd::testing::Spec;

@@ -11,6 +11,7 @@
 
 #include "node-agent/server/reconciler.h"
 #include "server_rig.h"
+#include "tests/eventually.h"
 
 using kmodd::agent::DesiredState;
 using kmodd::agent::ErrorClass;

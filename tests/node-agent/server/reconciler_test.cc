@@ -8,6 +8,7 @@
 #include "node-agent/server/reconciler.h"
 #include "server_rig.h"
 #include "tests/fakes/fake_clock.h"
+#include "tests/eventually.h"
 
 using kmodd::agent::AgentState;
 using kmodd::agent::DesiredState;

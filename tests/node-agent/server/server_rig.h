@@ -87,19 +87,6 @@ inline api::NodeModuleSpec Spec(const std::string& ns, const std::string& name,
   return s;
 }
 
-// Polls `pred` until it holds or `timeout` passes.
-inline bool Eventually(const std::function<bool()>& pred,
-                       std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) {
-      return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return pred();
-}
-
 inline const agent::ModuleStatus* FindStatus(const agent::AgentSnapshot& s,
                                               const std::string& key) {
   for (const auto& m : s.modules) {

@@ -25,6 +25,7 @@
 #include "registry_rig.h"
 #include "server_rig.h"
 #include "tests/common/http/test_pki.h"
+#include "tests/eventually.h"
 
 using kmodd::agent::ModulePhase;
 using kmodd::testing::Eventually;

@@ -8,14 +8,16 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <utility>
 
-#include "../../common/http/test_pki.h"
 #include "common/file.h"
 #include "kmodd/v1/sync.grpc.pb.h"
 #include "node-agent/server/reconciler.h"
 #include "node-agent/server/sync_client.h"
 #include "proto/convert.h"
 #include "server_rig.h"
+#include "tests/common/http/test_pki.h"
+#include "tests/eventually.h"
 
 using kmodd::agent::ModulePhase;
 using kmodd::testing::Eventually;
