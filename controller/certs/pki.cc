@@ -116,6 +116,52 @@ absl::StatusOr<Cert> NewCert(EVP_PKEY* key, const std::string& cn, absl::Time no
   return cert;
 }
 
+// What a leaf certificate is for: its extended key usage, and its name in errors.
+struct Usage {
+  const char* eku;
+  const char* name;
+};
+constexpr Usage kServing{"serverAuth", "serving"};
+constexpr Usage kClient{"clientAuth", "client"};
+
+// A leaf certificate for `names`, signed by `ca`.
+absl::StatusOr<KeyPair> IssueLeaf(const KeyPair& ca, const std::string& common_name,
+                                  const ServingNames& names, Usage usage, absl::Time now,
+                                  absl::Duration validity) {
+  Cert ca_cert = ParseCert(ca.cert_pem);
+  Pkey ca_key = ParseKey(ca.key_pem);
+  if (!ca_cert || !ca_key) {
+    return absl::InvalidArgumentError("the CA certificate or key does not parse");
+  }
+  Pkey key = NewP256Key();
+  if (!key) {
+    return Ssl("P-256 key generation");
+  }
+  absl::StatusOr<Cert> cert = NewCert(key.get(), common_name, now, validity);
+  if (!cert.ok()) {
+    return cert.status();
+  }
+  std::string san;
+  for (const auto& d : names.dns) {
+    absl::StrAppend(&san, san.empty() ? "" : ",", "DNS:", d);
+  }
+  for (const auto& ip : names.ips) {
+    absl::StrAppend(&san, san.empty() ? "" : ",", "IP:", ip);
+  }
+  X509* c = cert->get();
+  if (X509_set_issuer_name(c, X509_get_subject_name(ca_cert.get())) != 1 ||
+      !AddExt(c, ca_cert.get(), NID_basic_constraints, "critical,CA:FALSE") ||
+      !AddExt(c, ca_cert.get(), NID_key_usage, "critical,digitalSignature") ||
+      !AddExt(c, ca_cert.get(), NID_ext_key_usage, usage.eku) ||
+      !AddExt(c, ca_cert.get(), NID_authority_key_identifier, "keyid:always") ||
+      (!san.empty() && !AddExt(c, ca_cert.get(), NID_subject_alt_name, san.c_str())) ||
+      X509_sign(c, ca_key.get(), EVP_sha256()) == 0) {
+    return absl::InternalError(absl::StrCat("OpenSSL: signing the ", usage.name,
+                                            " certificate (are the extra names valid?) failed"));
+  }
+  return KeyPair{ToPem(c), ToPem(key.get())};
+}
+
 }  // namespace
 
 absl::StatusOr<KeyPair> MakeCa(const std::string& common_name, absl::Time now,
@@ -142,37 +188,13 @@ absl::StatusOr<KeyPair> MakeCa(const std::string& common_name, absl::Time now,
 absl::StatusOr<KeyPair> IssueServing(const KeyPair& ca, const std::string& common_name,
                                      const ServingNames& names, absl::Time now,
                                      absl::Duration validity) {
-  Cert ca_cert = ParseCert(ca.cert_pem);
-  Pkey ca_key = ParseKey(ca.key_pem);
-  if (!ca_cert || !ca_key) {
-    return absl::InvalidArgumentError("the CA certificate or key does not parse");
-  }
-  Pkey key = NewP256Key();
-  if (!key) {
-    return Ssl("P-256 key generation");
-  }
-  absl::StatusOr<Cert> cert = NewCert(key.get(), common_name, now, validity);
-  if (!cert.ok()) {
-    return cert.status();
-  }
-  std::string san;
-  for (const auto& d : names.dns) {
-    absl::StrAppend(&san, san.empty() ? "" : ",", "DNS:", d);
-  }
-  for (const auto& ip : names.ips) {
-    absl::StrAppend(&san, san.empty() ? "" : ",", "IP:", ip);
-  }
-  X509* c = cert->get();
-  if (X509_set_issuer_name(c, X509_get_subject_name(ca_cert.get())) != 1 ||
-      !AddExt(c, ca_cert.get(), NID_basic_constraints, "critical,CA:FALSE") ||
-      !AddExt(c, ca_cert.get(), NID_key_usage, "critical,digitalSignature") ||
-      !AddExt(c, ca_cert.get(), NID_ext_key_usage, "serverAuth") ||
-      !AddExt(c, ca_cert.get(), NID_authority_key_identifier, "keyid:always") ||
-      (!san.empty() && !AddExt(c, ca_cert.get(), NID_subject_alt_name, san.c_str())) ||
-      X509_sign(c, ca_key.get(), EVP_sha256()) == 0) {
-    return Ssl("signing the serving certificate (are the extra names valid?)");
-  }
-  return KeyPair{ToPem(c), ToPem(key.get())};
+  return IssueLeaf(ca, common_name, names, kServing, now, validity);
+}
+
+absl::StatusOr<KeyPair> IssueClient(const KeyPair& ca, const std::string& common_name,
+                                    const ServingNames& names, absl::Time now,
+                                    absl::Duration validity) {
+  return IssueLeaf(ca, common_name, names, kClient, now, validity);
 }
 
 absl::StatusOr<CertInfo> ReadCert(const std::string& pem) {

@@ -1,8 +1,9 @@
 #pragma once
 
 // The controller's own small PKI (OpenSSL's C API): an ECDSA P-256 CA, and serving
-// certificates it signs for the Sync server and the admission webhook. PEM in and out; no
-// OpenSSL type leaves pki.cc.
+// certificates it signs for the Sync server and the admission webhook (and client
+// certificates, which the tests' mutual TLS peers use: tests/common/http/test_pki.h). PEM in
+// and out; no OpenSSL type leaves pki.cc.
 
 #include <string>
 #include <vector>
@@ -31,6 +32,13 @@ struct ServingNames {
 [[nodiscard]] absl::StatusOr<KeyPair> IssueServing(const KeyPair& ca, const std::string& common_name,
                                                    const ServingNames& names, absl::Time now,
                                                    absl::Duration validity);
+
+// A client certificate (clientAuth, digitalSignature) for `common_name`, with `names` (none
+// is fine) as its subject alternative names, signed by `ca`: a mutual TLS peer that a
+// server identifies by its CN or SAN.
+[[nodiscard]] absl::StatusOr<KeyPair> IssueClient(const KeyPair& ca, const std::string& common_name,
+                                                  const ServingNames& names, absl::Time now,
+                                                  absl::Duration validity);
 
 struct CertInfo {
   absl::Time not_before;

@@ -2,18 +2,17 @@
 
 #include <sys/stat.h>
 
-#include <cstdlib>
 #include <filesystem>
 
 #include "common/file.h"
+#include "tests/temp_dir.h"
 
 namespace fs = std::filesystem;
 
 TEST_CASE("WriteFileAtomic replaces a file and leaves no temporary behind") {
-  char tmpl[] = "/tmp/kmodd-file-test-XXXXXX";
-  REQUIRE(mkdtemp(tmpl) != nullptr);
-  const std::string dir = tmpl;
-  const std::string path = dir + "/state.json";
+  const kmodd::testing::TempDir tmp("file-test");
+  const std::string& dir = tmp.path;
+  const std::string path = tmp / "state.json";
   REQUIRE(kmodd::WriteFileAtomic(path, "one").ok());
   REQUIRE(kmodd::WriteFileAtomic(path, "two", 0600).ok());
   auto got = kmodd::ReadFile(path);
@@ -27,7 +26,6 @@ TEST_CASE("WriteFileAtomic replaces a file and leaves no temporary behind") {
     ++entries;
   }
   CHECK(entries == 1);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("file errors name the path and map errno to what the caller should do") {

@@ -6,13 +6,13 @@
 
 #include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "firmware/shadow.h"
+#include "tests/temp_dir.h"
 
 namespace fs = std::filesystem;
 using kmodd::firmware::FindShadows;
@@ -25,15 +25,8 @@ namespace {
 constexpr char kRelease[] = "6.1.0-57-cloud-amd64";
 
 struct HostRoot {
-  std::string root;
-  HostRoot() {
-    char tmpl[] = "/tmp/kmodd-shadow-test-XXXXXX";
-    REQUIRE(mkdtemp(tmpl) != nullptr);
-    root = tmpl;
-  }
-  ~HostRoot() { fs::remove_all(root); }
-  HostRoot(const HostRoot&) = delete;
-  HostRoot& operator=(const HostRoot&) = delete;
+  kmodd::testing::TempDir tmp{"shadow-test"};
+  std::string root = tmp.path;
 
   // A file at the host path `host_path` (e.g. /lib/firmware/x.bin).
   void Put(const std::string& host_path) {

@@ -3,7 +3,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -15,6 +14,7 @@
 #include "firmware/files.h"
 #include "firmware/identity.h"
 #include "firmware/stager.h"
+#include "tests/temp_dir.h"
 
 namespace fs = std::filesystem;
 using kmodd::firmware::Stager;
@@ -74,18 +74,6 @@ std::string IdentityJson(const std::string& content) {
 // /sys/module/firmware_class/parameters/path and driver images.
 class Rig {
  public:
-  Rig() {
-    char tmpl[] = "/tmp/kmodd-firmware-test-XXXXXX";
-    REQUIRE(mkdtemp(tmpl) != nullptr);
-    root = tmpl;
-    fw = root + "/firmware";  // absent: the first Stage creates it
-    ledger = root + "/state/firmware-ledger.json";
-    param = root + "/firmware_class.path";
-  }
-  ~Rig() {
-    std::error_code ec;
-    fs::remove_all(root, ec);
-  }
 
   StagerOptions Options(bool with_param = false) const {
     StagerOptions o;
@@ -113,7 +101,11 @@ class Rig {
     return dir;
   }
 
-  std::string root, fw, ledger, param;
+  kmodd::testing::TempDir tmp{"firmware-test"};
+  std::string root = tmp.path;
+  std::string fw = tmp / "firmware";  // absent: the first Stage creates it
+  std::string ledger = tmp / "state/firmware-ledger.json";
+  std::string param = tmp / "firmware_class.path";
 };
 
 using Paths = std::vector<std::string>;

@@ -15,6 +15,7 @@
 #include "grpcpp/grpcpp.h"
 #include "kmodd/v1/agent.grpc.pb.h"
 #include "tools/agentctl/command.h"
+#include "tests/temp_dir.h"
 
 namespace kmodd::agentctl {
 namespace {
@@ -124,15 +125,13 @@ class FakeAgent final : public v1::Agent::Service {
 };
 
 struct Rig {
-  std::filesystem::path dir;
+  kmodd::testing::TempDir tmp{"agentctl-test"};
+  std::filesystem::path dir = tmp.path;
   std::string socket;
   FakeAgent agent;
   std::unique_ptr<grpc::Server> server;
 
   Rig() {
-    char tmpl[] = "/tmp/agentctl-test-XXXXXX";
-    REQUIRE(mkdtemp(tmpl) != nullptr);
-    dir = tmpl;
     socket = (dir / "agent.sock").string();
     grpc::ServerBuilder b;
     b.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials());
@@ -140,10 +139,7 @@ struct Rig {
     server = b.BuildAndStart();
     REQUIRE(server != nullptr);
   }
-  ~Rig() {
-    server->Shutdown();
-    std::filesystem::remove_all(dir);
-  }
+  ~Rig() { server->Shutdown(); }
 
   // agentctl's exit code; its output in out/err.
   int Run(std::vector<std::string> args) {

@@ -12,6 +12,7 @@
 #include <boost/beast/http.hpp>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "common/http/beast_client.h"
 #include "tests/common/http/test_pki.h"
@@ -30,20 +31,10 @@ struct ClientCert {
 
 // A client certificate (clientAuth) signed by its own CA, whose PEM goes to the server.
 ClientCert MakeClientCert(std::string& ca_pem) {
-  using namespace testing::pki_detail;  // NOLINT(google-build-using-namespace): test helper
-  Key ca_key = NewKey();
-  Cert ca = NewCert("kmodd client CA", ca_key.get(), nullptr, ca_key.get(),
-                    {{NID_basic_constraints, "critical,CA:TRUE"},
-                     {NID_key_usage, "critical,keyCertSign,cRLSign"}},
-                    1);
-  Key key = NewKey();
-  Cert cert = NewCert("system:node:n1", key.get(), ca.get(), ca_key.get(),
-                      {{NID_basic_constraints, "critical,CA:FALSE"},
-                       {NID_key_usage, "critical,digitalSignature"},
-                       {NID_ext_key_usage, "clientAuth"}},
-                      2);
-  ca_pem = Pem(ca.get());
-  return {Pem(cert.get()), Pem(key.get())};
+  const testing::TestCa ca("kmodd client CA");
+  auto [cert, key] = ca.Issue("system:node:n1", "", "clientAuth");
+  ca_pem = ca.Pem();
+  return {std::move(cert), std::move(key)};
 }
 
 // Serves one TLS connection that requires a client certificate from `client_ca_pem`, and

@@ -13,12 +13,14 @@
 #include "common/http/cancel.h"
 #include "tests/common/http/test_pki.h"
 #include "tests/common/http/test_server.h"
+#include "tests/eventually.h"
 
 // ClientOptions::reuse_connections: what is kept, what is not, and what is sent again.
 namespace kmodd::http {
 namespace {
 
 using std::chrono::milliseconds;
+using ::kmodd::testing::Eventually;
 using testing::Canned;
 using testing::Received;
 using testing::Reply;
@@ -39,18 +41,6 @@ Request NewRequest(const TestServer& server, const std::string& method = "GET",
   request.body = body;
   request.timeout = std::chrono::seconds(10);
   return request;
-}
-
-// Waits for what the server does after the client is done with it (closing its side).
-bool Eventually(const std::function<bool()>& done) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > until) {
-      return false;
-    }
-    std::this_thread::sleep_for(milliseconds(1));
-  }
-  return true;
 }
 
 // Holds each request until `n` are in the server at once: only possible when the client

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "tests/source_dir.h"
+#include "tests/temp_dir.h"
 
 namespace kmodd::testing {
 
@@ -38,14 +39,10 @@ inline std::pair<int, std::string> Run(const std::string& command) {
 class Registry {
  public:
   explicit Registry(const std::string& mode) {
-    char tmpl[] = "/tmp/kmodd-registry-test-XXXXXX";
-    REQUIRE(mkdtemp(tmpl) != nullptr);
-    dir_ = tmpl;
     const auto [code, out] =
-        Run(std::string(KMODD_SOURCE_DIR) + "/tools/registry/start " + mode + " " + dir_);
+        Run(std::string(KMODD_SOURCE_DIR) + "/tools/registry/start " + mode + " " + dir_.path);
     if (code != 0) {
-      // A constructor that throws gets no destructor: clean up before failing.
-      std::filesystem::remove_all(dir_);
+      // (The directory goes with dir_: a member is destroyed even when the constructor throws.)
       FAIL("tools/registry/start " << mode << " failed:\n" << out);
     }
     std::istringstream lines(out);
@@ -57,8 +54,7 @@ class Registry {
     REQUIRE(!Env("KMODD_REGISTRY").empty());
   }
   ~Registry() {
-    Run(std::string(KMODD_SOURCE_DIR) + "/tools/registry/stop " + dir_);
-    std::filesystem::remove_all(dir_);
+    Run(std::string(KMODD_SOURCE_DIR) + "/tools/registry/stop " + dir_.path);
   }
   Registry(const Registry&) = delete;
   Registry& operator=(const Registry&) = delete;
@@ -70,7 +66,7 @@ class Registry {
   std::string Url(const std::string& path) const { return Env("KMODD_REGISTRY_URL") + path; }
 
  private:
-  std::string dir_;
+  TempDir dir_{"registry-test"};
   std::map<std::string, std::string> env_;
 };
 

@@ -10,6 +10,7 @@
 #include "common/http/beast_client.h"
 #include "tests/common/http/test_pki.h"
 #include "tests/common/http/test_server.h"
+#include "tests/temp_dir.h"
 
 namespace kmodd::http {
 namespace {
@@ -23,18 +24,11 @@ using testing::TestServer;
 // A temporary directory holding a CA bundle file, removed at the end of the test.
 class CaFile {
  public:
-  explicit CaFile(const std::string& pem) {
-    char tmpl[] = "/tmp/kmodd-tls-test-XXXXXX";
-    REQUIRE(mkdtemp(tmpl) != nullptr);
-    dir_ = tmpl;
-    path_ = dir_ + "/ca.pem";
-    std::ofstream(path_) << pem;
-  }
-  ~CaFile() { std::filesystem::remove_all(dir_); }
+  explicit CaFile(const std::string& pem) : path_(dir_.Write("ca.pem", pem)) {}
   const std::string& path() const { return path_; }
 
  private:
-  std::string dir_;
+  kmodd::testing::TempDir dir_{"tls-test"};
   std::string path_;
 };
 

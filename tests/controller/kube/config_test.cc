@@ -12,28 +12,12 @@
 #include "absl/strings/escaping.h"
 #include "tests/fakes/fake_clock.h"
 #include "controller/kube/config.h"
+#include "tests/temp_dir.h"
 
 namespace kmodd::kube {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/kmodd-kube-config-XXXXXX";
-    REQUIRE(mkdtemp(tmpl) != nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string Write(const std::string& name, const std::string& content) const {
-    std::string p = path_ + "/" + name;
-    std::ofstream(p) << content;
-    return p;
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ::kmodd::testing::TempDir;
 
 std::string B64(const std::string& s) { return absl::Base64Escape(s); }
 
@@ -80,7 +64,7 @@ TEST_CASE("A kubeconfig's file references are read relative to the kubeconfig") 
   CHECK(files->server == "https://10.0.0.1:443/");
   CHECK(files->ca_pem == kCa);
   CHECK(files->insecure_skip_tls_verify);
-  CHECK(files->token_file == dir.path() + "/token");
+  CHECK(files->token_file == dir.path + "/token");
   CHECK(files->ns == "default");
 
   auto certs = LoadKubeconfig(path, "certs");
@@ -137,21 +121,21 @@ TEST_CASE("In-cluster config comes from the service account and the environment"
   dir.Write("namespace", "kmm-operator\n");
   setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1", 1);
   setenv("KUBERNETES_SERVICE_PORT", "443", 1);
-  auto config = InClusterConfig(dir.path());
+  auto config = InClusterConfig(dir.path);
   REQUIRE(config.status().ToString() == "OK");
   CHECK(config->server == "https://10.96.0.1:443");
   CHECK(config->ca_pem == kCa);
-  CHECK(config->token_file == dir.path() + "/token");
+  CHECK(config->token_file == dir.path + "/token");
   CHECK(config->ns == "kmm-operator");
 
   setenv("KUBERNETES_SERVICE_HOST", "fd00::1", 1);
-  auto v6 = InClusterConfig(dir.path());
+  auto v6 = InClusterConfig(dir.path);
   REQUIRE(v6.ok());
   CHECK(v6->server == "https://[fd00::1]:443");
 
   unsetenv("KUBERNETES_SERVICE_HOST");
   unsetenv("KUBERNETES_SERVICE_PORT");
-  CHECK(InClusterConfig(dir.path()).status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(InClusterConfig(dir.path).status().code() == absl::StatusCode::kFailedPrecondition);
 }
 
 void SetMtime(const std::string& path, int64_t seconds) {

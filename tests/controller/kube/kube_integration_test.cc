@@ -19,10 +19,12 @@
 #include "controller/kube/leader.h"
 #include "controller/kube/list_watch.h"
 #include "controller/kube/rest_client.h"
+#include "tests/eventually.h"
 
 namespace kmodd::kube {
 namespace {
 
+using ::kmodd::testing::Eventually;
 
 const Clock& RealClockRef() {
   static const RealClock clock;
@@ -57,14 +59,6 @@ Value ConfigMap(const std::string& name, const std::string& data) {
            R"("},"data":)" + data + "}");
 }
 
-void Eventually(const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!done() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  REQUIRE(done());
-}
-
 TEST_CASE("kube: list and watch a ConfigMap through create, patch and delete", "[.kube]") {
   auto client = Connect();
   const std::string name = Unique("lw");
@@ -93,11 +87,11 @@ TEST_CASE("kube: list and watch a ConfigMap through create, patch and delete", "
       return seen.size() >= n;
     };
   };
-  Eventually(count(1));
+  REQUIRE(Eventually(count(1), std::chrono::seconds(20)));
   REQUIRE(client->Create(cms, ConfigMap(name, R"({"k":"1"})")).ok());
   REQUIRE(client->MergePatch(cms + "/" + name, J(R"({"data":{"k":"2"}})")).ok());
   REQUIRE(client->Delete(cms + "/" + name).ok());
-  Eventually(count(4));
+  REQUIRE(Eventually(count(4), std::chrono::seconds(20)));
   stop.Cancel();
   runner.join();
   std::lock_guard<std::mutex> lock(mu);

@@ -14,6 +14,7 @@
 #include "controller/kube/list_watch.h"
 #include "controller/kube/rest_client.h"
 #include "tests/common/http/test_server.h"
+#include "tests/eventually.h"
 
 namespace kmodd::kube {
 namespace {
@@ -23,6 +24,7 @@ using http::testing::ChunkedReply;
 using http::testing::Received;
 using http::testing::Reply;
 using http::testing::TestServer;
+using ::kmodd::testing::Eventually;
 
 std::string Item(const std::string& name, int rv) {
   return R"({"metadata":{"name":")" + name + R"(","resourceVersion":")" + std::to_string(rv) +
@@ -93,13 +95,8 @@ ListWatchOptions FastOptions(const std::string& path) {
   return options;
 }
 
-void WaitFor(const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!done() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  REQUIRE(done());
-}
+// What the list-watch loop does happens on its own thread: wait for it, bounded.
+constexpr std::chrono::seconds kWait(20);
 
 TEST_CASE("ListWatch lists, watches from the list, follows bookmarks, relists on 410") {
   const std::vector<Canned> script = {
@@ -127,7 +124,7 @@ TEST_CASE("ListWatch lists, watches from the list, follows bookmarks, relists on
   ListWatch informer(client, FastOptions("/api/v1/namespaces/ns/configmaps"), Record(seen), clock);
   http::Cancellation stop;
   std::thread runner([&] { informer.Run(stop); });
-  WaitFor([&] { return served >= script.size(); });
+  REQUIRE(Eventually([&] { return served >= script.size(); }, kWait));
   stop.Cancel();
   runner.join();
 
@@ -168,7 +165,7 @@ TEST_CASE("ListWatch reads every page of a list before it syncs") {
   ListWatch informer(client, options, Record(seen), clock);
   http::Cancellation stop;
   std::thread runner([&] { informer.Run(stop); });
-  WaitFor([&] { return served >= 3; });
+  REQUIRE(Eventually([&] { return served >= 3; }, kWait));
   stop.Cancel();
   runner.join();
   const auto got = server.received();
@@ -201,13 +198,13 @@ TEST_CASE("ListWatch over the fake client sees writes, and relists after compact
       return seen.log.size() >= n;
     };
   };
-  WaitFor(logged(1));
+  REQUIRE(Eventually(logged(1), kWait));
   REQUIRE(fake.Create(cms, make("b")).ok());
-  WaitFor(logged(2));
+  REQUIRE(Eventually(logged(2), kWait));
   fake.Compact();
-  WaitFor(logged(3));
+  REQUIRE(Eventually(logged(3), kWait));
   REQUIRE(fake.Delete(cms + "/a").ok());
-  WaitFor(logged(4));
+  REQUIRE(Eventually(logged(4), kWait));
   stop.Cancel();
   runner.join();
   std::lock_guard<std::mutex> lock(seen.mu);

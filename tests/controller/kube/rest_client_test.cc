@@ -1,6 +1,5 @@
 #include <catch2/catch.hpp>
 
-#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -10,6 +9,7 @@
 #include "common/json.h"
 #include "controller/kube/rest_client.h"
 #include "tests/common/http/test_server.h"
+#include "tests/temp_dir.h"
 
 namespace kmodd::kube {
 namespace {
@@ -168,11 +168,8 @@ TEST_CASE("API errors map to codes by what the caller should do, with the server
 }
 
 TEST_CASE("A token file is sent as the bearer token and re-read after a 401") {
-  char tmpl[] = "/tmp/kmodd-kube-token-XXXXXX";
-  REQUIRE(mkdtemp(tmpl) != nullptr);
-  const std::string dir = tmpl;
-  const std::string file = dir + "/token";
-  { std::ofstream(file) << "old\n"; }
+  const kmodd::testing::TempDir dir("kube-token");
+  const std::string file = dir.Write("token", "old\n");
   KubeConfig config;
   int calls = 0;
   TestServer server([&calls](const Received&) {
@@ -190,7 +187,6 @@ TEST_CASE("A token file is sent as the bearer token and re-read after a 401") {
   REQUIRE(got.size() == 2);
   CHECK(got[0].headers.Get("Authorization") == "Bearer old");
   CHECK(got[1].headers.Get("Authorization") == "Bearer new");
-  std::filesystem::remove_all(dir);
 }
 
 const std::string& Events() {

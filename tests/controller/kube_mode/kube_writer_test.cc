@@ -23,6 +23,7 @@
 #include "common/json.h"
 #include "tests/fakes/fake_clock.h"
 #include "tests/fakes/fake_kube_client.h"
+#include "tests/eventually.h"
 
 using kmodd::Value;
 using kmodd::server::DesiredLabels;
@@ -172,15 +173,7 @@ const kmodd::Clock& RealClockRef() {
 }
 
 // Polls `done` every 10 ms for at most 10 s.
-bool Eventually(const std::function<bool()>& done) {
-  for (int i = 0; i < 1000; ++i) {
-    if (done()) {
-      return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return done();
-}
+using kmodd::testing::Eventually;
 
 // A stream the hub pushes to from the source's thread while the test reads it.
 struct LockedStream : kmodd::server::AgentStream {

@@ -26,12 +26,14 @@
 #include "tests/common/http/test_pki.h"
 #include "tests/controller/server/fake_authenticator.h"
 #include "tests/fakes/fake_clock.h"
+#include "tests/eventually.h"
 #include "tests/temp_dir.h"
 
+using kmodd::testing::Eventually;
 using kmodd::testing::TempDir;
 
 namespace fs = std::filesystem;
-namespace pki = kmodd::http::testing::pki_detail;
+using kmodd::http::testing::TestCa;
 using kmodd::server::Hub;
 using kmodd::server::ServerOptions;
 using kmodd::server::SyncServer;
@@ -48,32 +50,6 @@ std::string ModuleYaml(const std::string& image) {
       "        - {regexp: '^6\\.1\\.', containerImage: '",
       image, "'}\n");
 }
-
-struct TestPki {
-  pki::Key ca_key = pki::NewKey();
-  pki::Cert ca = pki::NewCert("kmodd test CA", ca_key.get(), nullptr, ca_key.get(),
-                              {{NID_basic_constraints, "critical,CA:TRUE"},
-                               {NID_key_usage, "critical,keyCertSign,cRLSign"},
-                               {NID_subject_key_identifier, "hash"}},
-                              1);
-  long serial = 2;
-
-  // {cert, key} signed by this CA.
-  std::pair<std::string, std::string> Issue(const std::string& cn, const std::string& san,
-                                            const char* usage) {
-    pki::Key key = pki::NewKey();
-    std::vector<std::pair<int, std::string>> ext = {{NID_basic_constraints, "critical,CA:FALSE"},
-                                                    {NID_key_usage, "critical,digitalSignature"},
-                                                    {NID_ext_key_usage, usage},
-                                                    {NID_authority_key_identifier, "keyid"}};
-    if (!san.empty()) {
-      ext.emplace_back(NID_subject_alt_name, san);
-    }
-    pki::Cert cert = pki::NewCert(cn, key.get(), ca.get(), ca_key.get(), ext, serial++);
-    return {pki::Pem(cert.get()), pki::Pem(key.get())};
-  }
-  std::string CaPem() const { return pki::Pem(ca.get()); }
-};
 
 // A controller: directory source, hub and server, logging into a file the test reads.
 struct Controller {
@@ -105,18 +81,6 @@ struct Controller {
       out.append(buf, n);
     }
     return out;
-  }
-  // Waits, bounded, for the hub's state to satisfy `pred`.
-  bool Eventually(const std::function<bool()>& pred) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    uint64_t seen = 0;
-    while (!pred()) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        return false;
-      }
-      seen = hub.WaitForChange(seen, std::chrono::milliseconds(200));
-    }
-    return true;
   }
   std::string Target() const { return absl::StrCat("127.0.0.1:", server.port()); }
 
@@ -200,18 +164,18 @@ std::shared_ptr<grpc::ChannelCredentials> ClientTls(const std::string& ca,
 }
 
 // A server in Kubernetes mode: TLS, tokens checked by `auth`.
-ServerOptions TokenServer(TestPki& ca, kmodd::server::Authenticator& auth) {
+ServerOptions TokenServer(TestCa& ca, kmodd::server::Authenticator& auth) {
   ServerOptions opts;
   opts.listen = "127.0.0.1:0";
   std::tie(opts.cert_pem, opts.key_pem) = ca.Issue("kmodd controller", "IP:127.0.0.1", "serverAuth");
-  opts.ca_pem = ca.CaPem();
+  opts.ca_pem = ca.Pem();
   opts.authenticator = &auth;
   return opts;
 }
 
-std::shared_ptr<grpc::ChannelCredentials> ServerOnlyTls(const TestPki& ca) {
+std::shared_ptr<grpc::ChannelCredentials> ServerOnlyTls(const TestCa& ca) {
   grpc::SslCredentialsOptions o;
-  o.pem_root_certs = ca.CaPem();
+  o.pem_root_certs = ca.Pem();
   return grpc::SslCredentials(o);
 }
 
@@ -237,7 +201,7 @@ TEST_CASE("sync: agents get their plan on connect, and only matching ones get a 
   CHECK(o1.modules_size() == 0);
 
   w1.Ack(d1.version());
-  CHECK(c.Eventually([&] { return c.hub.Node("w1")->acked_version == d1.version(); }));
+  CHECK(Eventually([&] { return c.hub.Node("w1")->acked_version == d1.version(); }));
 
   c.WriteModule("r/a:2");
   NodeDesired d2 = w1.Next();
@@ -249,36 +213,36 @@ TEST_CASE("sync: agents get their plan on connect, and only matching ones get a 
   CHECK(c.hub.Node("other")->pushed_version == o1.version());
 
   w1.Ack(d2.version());
-  CHECK(c.Eventually([&] { return c.hub.Node("w1")->acked_version == d2.version(); }));
+  CHECK(Eventually([&] { return c.hub.Node("w1")->acked_version == d2.version(); }));
   auto status = c.hub.Status();
   REQUIRE(status.modules.size() == 1);
   CHECK(status.modules[0].module_loader.desired_number == 2);
   CHECK(status.modules[0].module_loader.available_number == 1);
 
   w2.ctx.TryCancel();
-  CHECK(c.Eventually([&] { return !c.hub.Node("w2")->connected; }));
+  CHECK(Eventually([&] { return !c.hub.Node("w2")->connected; }));
 }
 
 TEST_CASE("sync over mTLS: a node may only report as the node its certificate names") {
-  TestPki ca;
-  TestPki other_ca;
+  TestCa ca;
+  TestCa other_ca;
   ServerOptions opts;
   opts.listen = "127.0.0.1:0";
   std::tie(opts.cert_pem, opts.key_pem) = ca.Issue("kmodd controller", "IP:127.0.0.1", "serverAuth");
-  opts.ca_pem = ca.CaPem();
+  opts.ca_pem = ca.Pem();
   Controller c(opts);
 
   SECTION("its CN names it: served") {
-    Agent w1(c.Target(), ClientTls(ca.CaPem(), ca.Issue("w1", "", "clientAuth")), "w1", true);
+    Agent w1(c.Target(), ClientTls(ca.Pem(), ca.Issue("w1", "", "clientAuth")), "w1", true);
     CHECK(w1.Next().modules_size() == 1);
   }
   SECTION("a DNS SAN names it: served") {
-    Agent w3(c.Target(), ClientTls(ca.CaPem(), ca.Issue("agent", "DNS:w3", "clientAuth")), "w3",
+    Agent w3(c.Target(), ClientTls(ca.Pem(), ca.Issue("agent", "DNS:w3", "clientAuth")), "w3",
              true);
     CHECK(w3.Next().modules_size() == 1);
   }
   SECTION("it claims another node: PERMISSION_DENIED, logged, node unknown") {
-    Agent liar(c.Target(), ClientTls(ca.CaPem(), ca.Issue("w1", "DNS:w1", "clientAuth")), "w2",
+    Agent liar(c.Target(), ClientTls(ca.Pem(), ca.Issue("w1", "DNS:w1", "clientAuth")), "w2",
                true);
     grpc::Status st = liar.End();
     CHECK(st.error_code() == grpc::StatusCode::PERMISSION_DENIED);
@@ -289,30 +253,30 @@ TEST_CASE("sync over mTLS: a node may only report as the node its certificate na
   }
   SECTION("its certificate is from another CA: refused at the handshake") {
     Agent stranger(c.Target(),
-                   ClientTls(ca.CaPem(), other_ca.Issue("w1", "", "clientAuth")), "w1", true);
+                   ClientTls(ca.Pem(), other_ca.Issue("w1", "", "clientAuth")), "w1", true);
     grpc::Status st = stranger.End();
     CHECK(st.error_code() == grpc::StatusCode::UNAVAILABLE);
     CHECK_FALSE(c.hub.Node("w1"));
   }
   SECTION("it has no certificate: refused at the handshake") {
     grpc::SslCredentialsOptions o;
-    o.pem_root_certs = ca.CaPem();
+    o.pem_root_certs = ca.Pem();
     Agent anonymous(c.Target(), grpc::SslCredentials(o), "w1", true);
     CHECK(anonymous.End().error_code() == grpc::StatusCode::UNAVAILABLE);
   }
 }
 
 TEST_CASE("sync with tokens: an agent without a certificate reports only as its token's node") {
-  TestPki ca;
+  TestCa ca;
   kmodd::server::testing::FakeAuthenticator auth(std::map<std::string, std::string>{{"token-w1", "w1"}});
   ServerOptions opts;
   opts.listen = "127.0.0.1:0";
   std::tie(opts.cert_pem, opts.key_pem) = ca.Issue("kmodd controller", "IP:127.0.0.1", "serverAuth");
-  opts.ca_pem = ca.CaPem();
+  opts.ca_pem = ca.Pem();
   opts.authenticator = &auth;
   Controller c(opts);
   grpc::SslCredentialsOptions server_only;
-  server_only.pem_root_certs = ca.CaPem();
+  server_only.pem_root_certs = ca.Pem();
   const auto creds = grpc::SslCredentials(server_only);
 
   SECTION("its token is bound to its node: served") {
@@ -334,14 +298,14 @@ TEST_CASE("sync with tokens: an agent without a certificate reports only as its 
     CHECK_FALSE(c.hub.Node("w1"));
   }
   SECTION("a client certificate signed by the controller's CA is not a credential") {
-    Agent w3(c.Target(), ClientTls(ca.CaPem(), ca.Issue("w3", "", "clientAuth")), "w3", true);
+    Agent w3(c.Target(), ClientTls(ca.Pem(), ca.Issue("w3", "", "clientAuth")), "w3", true);
     CHECK(w3.End().error_code() == grpc::StatusCode::UNAUTHENTICATED);
     CHECK_FALSE(c.hub.Node("w3"));
   }
 }
 
 TEST_CASE("sync with tokens: hellos beyond the review pool are refused UNAVAILABLE") {
-  TestPki ca;
+  TestCa ca;
   kmodd::server::testing::FakeAuthenticator auth(
       std::map<std::string, std::string>{{"token-w1", "w1"}, {"token-w2", "w2"}});
   ServerOptions opts = TokenServer(ca, auth);
@@ -365,7 +329,7 @@ TEST_CASE("sync with tokens: hellos beyond the review pool are refused UNAVAILAB
 }
 
 TEST_CASE("sync with tokens: a stream ends when its token expires, not before") {
-  TestPki ca;
+  TestCa ca;
   kmodd::FakeClock clock;
   kmodd::server::testing::FakeAuthenticator auth(
       std::map<std::string, std::string>{{"token-w1", "w1"}}, clock.Now() + absl::Minutes(10));
@@ -424,27 +388,27 @@ std::string ServedCertificate(Agent& a) {
 }  // namespace
 
 TEST_CASE("sync over mTLS: a renewed certificate is served to new connections, no restart") {
-  TestPki ca;
+  TestCa ca;
   ServerOptions opts;
   opts.listen = "127.0.0.1:0";
   std::tie(opts.cert_pem, opts.key_pem) = ca.Issue("kmodd controller", "IP:127.0.0.1", "serverAuth");
-  opts.ca_pem = ca.CaPem();
+  opts.ca_pem = ca.Pem();
   opts.reload_every = std::chrono::seconds(1);
   Controller c(opts);
   const auto client = ca.Issue("w1", "", "clientAuth");
 
-  Agent before(c.Target(), ClientTls(ca.CaPem(), client), "w1", true);
+  Agent before(c.Target(), ClientTls(ca.Pem(), client), "w1", true);
   CHECK(before.Next().modules_size() == 1);
   CHECK(ServedCertificate(before) == opts.cert_pem);
 
   const auto renewed = ca.Issue("kmodd controller", "IP:127.0.0.1", "serverAuth");
   REQUIRE(renewed.first != opts.cert_pem);
-  REQUIRE(c.server.SetCertificate(renewed.first, renewed.second, ca.CaPem()).ok());
+  REQUIRE(c.server.SetCertificate(renewed.first, renewed.second, ca.Pem()).ok());
   // The watcher looks every second: within a few, a new connection gets the new one.
   std::string served;
   for (int i = 0; i < 50 && served != renewed.first; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    Agent probe(c.Target(), ClientTls(ca.CaPem(), client), "w1", true);
+    Agent probe(c.Target(), ClientTls(ca.Pem(), client), "w1", true);
     probe.Next();
     served = ServedCertificate(probe);
   }
@@ -452,7 +416,7 @@ TEST_CASE("sync over mTLS: a renewed certificate is served to new connections, n
 }
 
 TEST_CASE("sync over mTLS from files: a missing file refuses to start; SetCertificate is refused") {
-  TestPki ca;
+  TestCa ca;
   TempDir dir{"sync"};
   const auto pair = ca.Issue("kmodd controller", "IP:127.0.0.1", "serverAuth");
   REQUIRE(kmodd::WriteFileAtomic(dir.path + "/tls.crt", pair.first).ok());
@@ -471,21 +435,21 @@ TEST_CASE("sync over mTLS from files: a missing file refuses to start; SetCertif
   CHECK(st.code() == absl::StatusCode::kNotFound);
   CHECK(std::string(st.message()).find("ca.crt") != std::string::npos);
 
-  REQUIRE(kmodd::WriteFileAtomic(dir.path + "/ca.crt", ca.CaPem()).ok());
+  REQUIRE(kmodd::WriteFileAtomic(dir.path + "/ca.crt", ca.Pem()).ok());
   SyncServer from_files(hub, opts, log);
   REQUIRE(from_files.Start().ok());
-  CHECK(from_files.SetCertificate(pair.first, pair.second, ca.CaPem()).code() ==
+  CHECK(from_files.SetCertificate(pair.first, pair.second, ca.Pem()).code() ==
         absl::StatusCode::kFailedPrecondition);
   from_files.Shutdown();
   std::fclose(devnull);
 }
 
 TEST_CASE("sync over mTLS: a node flooding 200,000 module entries is refused, others are served") {
-  TestPki ca;
+  TestCa ca;
   ServerOptions opts;
   opts.listen = "127.0.0.1:0";
   std::tie(opts.cert_pem, opts.key_pem) = ca.Issue("kmodd controller", "IP:127.0.0.1", "serverAuth");
-  opts.ca_pem = ca.CaPem();
+  opts.ca_pem = ca.Pem();
   Controller c(opts);
 
   // A compromised node with its own valid certificate. Its report, about 3.2 MB, fits in
@@ -512,7 +476,7 @@ TEST_CASE("sync over mTLS: a node flooding 200,000 module entries is refused, ot
   std::vector<grpc::Status> ends;
   std::thread flooder([&] {
     auto stub = kmodd::v1::Controller::NewStub(grpc::CreateChannel(
-        c.Target(), ClientTls(ca.CaPem(), ca.Issue("evil", "", "clientAuth"))));
+        c.Target(), ClientTls(ca.Pem(), ca.Issue("evil", "", "clientAuth"))));
     while (!stop.load()) {
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
@@ -549,11 +513,11 @@ TEST_CASE("sync over mTLS: a node flooding 200,000 module entries is refused, ot
 
   // The flood is under way before the agent connects...
   CHECK(wait_for_ends(1));
-  Agent w1(c.Target(), ClientTls(ca.CaPem(), ca.Issue("w1", "", "clientAuth")), "w1", true);
+  Agent w1(c.Target(), ClientTls(ca.Pem(), ca.Issue("w1", "", "clientAuth")), "w1", true);
   const NodeDesired d = w1.Next();
   REQUIRE(d.modules_size() == 1);
   w1.Ack(d.version());
-  CHECK(c.Eventually([&] {
+  CHECK(Eventually([&] {
     auto rec = c.hub.Node("w1");
     return rec && rec->acked_version == d.version() && rec->modules.size() == 1;
   }));

@@ -1,12 +1,11 @@
 #pragma once
 
-// A temporary directory and a one-call image apply for the layer applier tests.
+// A one-call image apply for the layer applier tests.
 
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -16,28 +15,6 @@
 #include "node-agent/image/layer_applier.h"
 
 namespace kmodd::image::testing {
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "kmodd-layers-XXXXXX").string();
-    if (mkdtemp(tmpl.data()) == nullptr) {
-      std::abort();
-    }
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& rel) const { return path_ + "/" + rel; }
-
- private:
-  std::string path_;
-};
 
 struct Layer {
   std::string digest;

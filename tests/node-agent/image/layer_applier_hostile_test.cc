@@ -10,6 +10,7 @@
 #include "node-agent/image/layer_path.h"
 #include "tests/node-agent/image/applier_rig.h"
 #include "tests/node-agent/image/tar_builder.h"
+#include "tests/temp_dir.h"
 
 using kmodd::image::Compression;
 using kmodd::image::LayerApplier;
@@ -21,8 +22,8 @@ using kmodd::image::testing::Gzip;
 using kmodd::image::testing::GzipWriter;
 using kmodd::image::testing::Header;
 using kmodd::image::testing::TarBuilder;
-using kmodd::image::testing::TempDir;
 using kmodd::image::testing::Tree;
+using kmodd::testing::TempDir;
 using kmodd::image::testing::Zstd;
 
 namespace {
@@ -242,7 +243,7 @@ TEST_CASE("hostile and broken images are rejected and leave nothing behind") {
       for (const std::string& e : c.expect) {
         CHECK_THAT(msg, Catch::Contains(e));
       }
-      CHECK(Tree(tmp.path()) == std::vector<std::string>{"images/"});
+      CHECK(Tree(tmp.path) == std::vector<std::string>{"images/"});
     }
   }
 }
@@ -260,7 +261,7 @@ TEST_CASE("after a rejection every later call returns the same error") {
   CHECK((*sink)->Finish() == first);
   CHECK(a->StartLayer("sha256:y", Compression::kNone).status() == first);
   CHECK(a->Commit() == first);
-  CHECK(Tree(tmp.path()).empty());
+  CHECK(Tree(tmp.path).empty());
 }
 
 TEST_CASE("a symlink from a lower layer cannot redirect an upper layer's write") {
@@ -276,7 +277,7 @@ TEST_CASE("a symlink from a lower layer cannot redirect an upper layer's write")
   CHECK_THAT(std::string(s.message()),
              Catch::Contains("layer sha256:upper: entry \"firmware/dir/planted.ko\": firmware/dir: "
                              "is a symlink; refusing to write through it"));
-  CHECK(Tree(tmp.path()).empty());
+  CHECK(Tree(tmp.path).empty());
 }
 
 TEST_CASE("a layer of long, deep paths is extracted remembering each kept path once") {

@@ -8,6 +8,7 @@
 #include "node-agent/image/layer_applier.h"
 #include "tests/node-agent/image/applier_rig.h"
 #include "tests/node-agent/image/tar_builder.h"
+#include "tests/temp_dir.h"
 
 using kmodd::image::Compression;
 using kmodd::image::LayerApplier;
@@ -19,8 +20,8 @@ using kmodd::image::testing::Layer;
 using kmodd::image::testing::Mode;
 using kmodd::image::testing::ReadFile;
 using kmodd::image::testing::TarBuilder;
-using kmodd::image::testing::TempDir;
 using kmodd::image::testing::Tree;
+using kmodd::testing::TempDir;
 using kmodd::image::testing::Zstd;
 using V = std::vector<std::string>;
 
@@ -211,7 +212,7 @@ TEST_CASE("applier refuses a destination that already exists and leaves it untou
   const absl::StatusOr<LayerApplier> a = LayerApplier::Begin(tmp / "tree", Limits{}, kKeep);
   REQUIRE_FALSE(a.ok());
   CHECK(a.status().code() == absl::StatusCode::kAlreadyExists);
-  CHECK(Tree(tmp.path()) == V{"tree/", "tree/mine/"});
+  CHECK(Tree(tmp.path) == V{"tree/", "tree/mine/"});
 }
 
 TEST_CASE("a destination appearing before commit fails the commit and removes the staging") {
@@ -220,7 +221,7 @@ TEST_CASE("a destination appearing before commit fails the commit and removes th
   REQUIRE(a.ok());
   std::filesystem::create_directories(tmp / "tree/racer");
   CHECK(a->Commit().code() == absl::StatusCode::kAlreadyExists);
-  CHECK(Tree(tmp.path()) == V{"tree/", "tree/racer/"});
+  CHECK(Tree(tmp.path) == V{"tree/", "tree/racer/"});
 }
 
 TEST_CASE("applier removes its staging directory on abort, destruction and abandoned layers") {
@@ -230,9 +231,9 @@ TEST_CASE("applier removes its staging directory on abort, destruction and aband
     REQUIRE(a.ok());
     CHECK(kmodd::image::IsStagingDirName(
         std::filesystem::path(a->staging_dir()).filename().string()));
-    CHECK(Tree(tmp.path()).size() == 1);
+    CHECK(Tree(tmp.path).size() == 1);
   }
-  CHECK(Tree(tmp.path()).empty());
+  CHECK(Tree(tmp.path).empty());
 
   absl::StatusOr<LayerApplier> a = LayerApplier::Begin(tmp / "tree", Limits{}, kKeep, false);
   REQUIRE(a.ok());
@@ -248,5 +249,5 @@ TEST_CASE("applier removes its staging directory on abort, destruction and aband
   CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
   CHECK_THAT(std::string(s.message()), Catch::Contains("layer sha256:half"));
   CHECK_THAT(std::string(s.message()), Catch::Contains("abandoned before Finish"));
-  CHECK(Tree(tmp.path()).empty());
+  CHECK(Tree(tmp.path).empty());
 }

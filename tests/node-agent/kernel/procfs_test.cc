@@ -1,10 +1,10 @@
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
 #include "node-agent/kernel/procfs.h"
+#include "tests/temp_dir.h"
 
 namespace fs = std::filesystem;
 using kmodd::kernel::LoadedModule;
@@ -50,8 +50,8 @@ TEST_CASE("a malformed /proc/modules is an error, never an empty list") {
 }
 
 TEST_CASE("kernel state reads release, boot id, taint and sysfs attributes") {
-  char tmpl[] = "/tmp/kmodd-procfs-XXXXXX";
-  const std::string root = mkdtemp(tmpl);
+  const kmodd::testing::TempDir tmp("procfs");
+  const std::string& root = tmp.path;
   kmodd::kernel::ProcRoots roots{root + "/proc", root + "/sys"};
   Write(roots.proc + "/sys/kernel/osrelease", "6.1.0-57-cloud-amd64\n");
   Write(roots.proc + "/sys/kernel/random/boot_id", "abf1d460-b46f\n");
@@ -75,5 +75,4 @@ TEST_CASE("kernel state reads release, boot id, taint and sysfs attributes") {
   auto broken = kmodd::kernel::ReadKernelState(roots);
   REQUIRE_FALSE(broken.ok());
   CHECK(std::string(broken.status().message()).find("/proc/modules") != std::string::npos);
-  fs::remove_all(root);
 }

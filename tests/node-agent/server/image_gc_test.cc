@@ -16,6 +16,7 @@
 #include "registry_rig.h"
 #include "server_rig.h"
 #include "tests/fakes/fake_clock.h"
+#include "tests/eventually.h"
 
 namespace fs = std::filesystem;
 using kmodd::agent::ImageGc;
@@ -36,7 +37,7 @@ std::string ReadAll(const std::string& path) {
 TEST_CASE("the image GC runs once per period on the clock; a skipped round waits for the next",
           "[server][image_gc]") {
   kmodd::FakeClock clock;
-  kmodd::testing::ServerTempDir dir;
+  kmodd::testing::TempDir dir{"server"};
   const std::string log_path = dir.path + "/agent.log";
   std::FILE* log_file = std::fopen(log_path.c_str(), "w");
   std::vector<kmodd::Clock::Monotonic> ran;  // when each round pruned

@@ -15,6 +15,7 @@
 #include "node-agent/server/image_resolver.h"
 #include "registry_rig.h"
 #include "server_rig.h"
+#include "tests/eventually.h"
 
 using kmodd::agent::ImageResolver;
 using kmodd::testing::Eventually;
@@ -263,7 +264,7 @@ TEST_CASE("without an image store every resolution fails clearly", "[server][ima
 
 TEST_CASE("the image resolver pulls from a real registry once, with the image's digest",
           "[registry]") {
-  kmodd::testing::ServerTempDir dir;
+  kmodd::testing::TempDir dir{"server"};
   kmodd::testing::Registry registry("https");
   const kmodd::testing::DriverImage pushed =
       kmodd::testing::MakeDriver(&registry, dir.path, "kmodd/driver:v1", "mod_a");

@@ -16,6 +16,7 @@
 #include "proto/convert.h"
 #include "server_rig.h"
 #include "tests/fakes/fake_clock.h"
+#include "tests/eventually.h"
 
 using kmodd::testing::Eventually;
 using kmodd::testing::Spec;
@@ -25,7 +26,7 @@ using namespace std::chrono_literals;  // NOLINT(google-build-using-namespace)
 namespace {
 
 struct LocalRig {
-  kmodd::testing::ServerTempDir dir;
+  kmodd::testing::TempDir dir{"server"};
   kmodd::RealClock clock;
   kmodd::testing::LockedKernel kernel;
   kmodd::testing::FakeFirmware firmware;

@@ -101,7 +101,7 @@ int Mode(const std::string& path) { return static_cast<int>(Stat(path).st_mode &
 
 // An agent service that only answers Status; enough to see who gets through.
 struct SocketRig {
-  kmodd::testing::ServerTempDir dir;
+  kmodd::testing::TempDir dir{"server"};
   kmodd::RealClock clock;
   kmodd::agent::AgentState state{clock};
   std::unique_ptr<kmodd::agent::LocalService> service;

@@ -40,7 +40,7 @@ TEST_CASE("the OS image is os-release's PRETTY_NAME unquoted", "[server]") {
 }
 
 TEST_CASE("node facts are read from the system files, unknown ones left empty", "[server]") {
-  kmodd::testing::ServerTempDir t;
+  kmodd::testing::TempDir t{"server"};
   auto write = [&](const std::string& rel, const std::string& text) {
     std::filesystem::create_directories(std::filesystem::path(t.path + rel).parent_path());
     std::ofstream(t.path + rel) << text;

@@ -11,6 +11,7 @@
 
 #include "node-agent/server/reconciler.h"
 #include "server_rig.h"
+#include "tests/eventually.h"
 
 using kmodd::agent::DesiredState;
 using kmodd::agent::ErrorClass;
@@ -23,7 +24,7 @@ using kmodd::testing::Spec;
 namespace {
 
 struct Rig {
-  kmodd::testing::ServerTempDir dir;
+  kmodd::testing::TempDir dir{"server"};
   kmodd::testing::LockedKernel kernel;
   kmodd::testing::FakeFirmware firmware;
   kmodd::RealClock clock;

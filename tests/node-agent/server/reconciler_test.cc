@@ -8,6 +8,7 @@
 #include "node-agent/server/reconciler.h"
 #include "server_rig.h"
 #include "tests/fakes/fake_clock.h"
+#include "tests/eventually.h"
 
 using kmodd::agent::AgentState;
 using kmodd::agent::DesiredState;
@@ -58,7 +59,7 @@ class SlowStore : public kmodd::reconcile::ImageStore {
 };
 
 struct Rig {
-  kmodd::testing::ServerTempDir dir;
+  kmodd::testing::TempDir dir{"server"};
   kmodd::FakeClock clock;  // time moves only when a test says so
   LockedKernel kernel;
   FakeFirmware firmware;

@@ -12,6 +12,7 @@
 #include "node-agent/server/reconciler.h"
 #include "server_rig.h"
 #include "tests/fakes/fake_clock.h"
+#include "tests/eventually.h"
 
 using kmodd::api::Phase;
 using kmodd::testing::Eventually;

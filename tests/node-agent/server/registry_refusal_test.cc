@@ -14,6 +14,7 @@
 #include "registry_rig.h"
 #include "server_rig.h"
 #include "tests/fakes/fake_clock.h"
+#include "tests/eventually.h"
 
 namespace {
 
@@ -31,7 +32,7 @@ std::string Secret(const std::string& registry, const std::string& user, const s
 
 TEST_CASE("a pull secret the real registry refuses is retried as an auth problem until fixed",
           "[registry]") {
-  kmodd::testing::ServerTempDir dir;
+  kmodd::testing::TempDir dir{"server"};
   kmodd::testing::Registry registry("basic");
   const std::string image =
       kmodd::testing::MakeDriver(&registry, dir.path, "kmodd/driver:v1", "mod_a").image;

@@ -23,19 +23,9 @@
 #include "node-agent/server/metrics.h"
 #include "node-agent/server/reconciler.h"
 #include "tests/fakes/fake_clock.h"
+#include "tests/temp_dir.h"
 
 namespace kmodd::testing {
-
-struct ServerTempDir {
-  std::string path;
-  ServerTempDir() {
-    char tmpl[] = "/tmp/kmodd-server-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~ServerTempDir() { std::filesystem::remove_all(path); }
-  ServerTempDir(const ServerTempDir&) = delete;
-  ServerTempDir& operator=(const ServerTempDir&) = delete;
-};
 
 // The FakeKernel behind a mutex: the reconciler's worker and the test both touch it.
 class LockedKernel : public kernel::Kernel {
@@ -97,19 +87,6 @@ inline api::NodeModuleSpec Spec(const std::string& ns, const std::string& name,
   return s;
 }
 
-// Polls `pred` until it holds or `timeout` passes.
-inline bool Eventually(const std::function<bool()>& pred,
-                       std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) {
-      return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return pred();
-}
-
 inline const agent::ModuleStatus* FindStatus(const agent::AgentSnapshot& s,
                                               const std::string& key) {
   for (const auto& m : s.modules) {
@@ -132,7 +109,7 @@ inline bool PhaseIs(const agent::AgentState& state, const std::string& key,
 // destroys its reconciler (a member of its own) before these.
 template <class ClockT = FakeClock, class KernelT = LockedKernel>
 struct AgentParts {
-  ServerTempDir dir;
+  TempDir dir{"server"};
   ClockT clock;
   KernelT kernel;
   FakeFirmware firmware;

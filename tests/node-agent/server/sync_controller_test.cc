@@ -26,6 +26,7 @@
 #include "registry_rig.h"
 #include "server_rig.h"
 #include "tests/common/http/test_pki.h"
+#include "tests/eventually.h"
 
 using kmodd::api::Phase;
 using kmodd::testing::Eventually;
@@ -105,7 +106,7 @@ bool ReportsLoaded(const kmodd::server::NodeRecord& n, const std::string& digest
 
 TEST_CASE("the real Sync client and server: desired state, reports, and a controller restart",
           "[server][sync][registry]") {
-  kmodd::testing::ServerTempDir dir;
+  kmodd::testing::TempDir dir{"server"};
   kmodd::testing::Registry registry("https");
   const std::string manifests = dir.path + "/manifests";
   std::filesystem::create_directories(manifests);

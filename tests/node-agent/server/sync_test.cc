@@ -8,14 +8,16 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <utility>
 
-#include "../../common/http/test_pki.h"
 #include "common/file.h"
 #include "kmodd/v1/sync.grpc.pb.h"
 #include "node-agent/server/reconciler.h"
 #include "node-agent/server/sync_client.h"
 #include "proto/convert.h"
 #include "server_rig.h"
+#include "tests/common/http/test_pki.h"
+#include "tests/eventually.h"
 
 using kmodd::api::Phase;
 using kmodd::testing::Eventually;
@@ -133,7 +135,7 @@ v1::NodeDesired Desired(const std::string& version,
 }
 
 struct Agent {
-  kmodd::testing::ServerTempDir dir;
+  kmodd::testing::TempDir dir{"server"};
   kmodd::testing::LockedKernel kernel;
   kmodd::testing::FakeFirmware firmware;
   kmodd::RealClock clock;  // the Sync client waits on the AgentState in real time
@@ -264,29 +266,12 @@ struct MtlsPki {
 
 // A CA that signs a server certificate for 127.0.0.1 and a client certificate for `node`.
 MtlsPki MakeMtlsPki(const std::string& node) {
-  using namespace kmodd::http::testing::pki_detail;  // NOLINT(google-build-using-namespace)
-  Key ca_key = NewKey();
-  Cert ca = NewCert("kmodd test CA", ca_key.get(), nullptr, ca_key.get(),
-                    {{NID_basic_constraints, "critical,CA:TRUE"},
-                     {NID_key_usage, "critical,keyCertSign,cRLSign"},
-                     {NID_subject_key_identifier, "hash"}},
-                    1);
-  Key skey = NewKey();
-  Cert scert = NewCert("kmodd-controller", skey.get(), ca.get(), ca_key.get(),
-                       {{NID_basic_constraints, "critical,CA:FALSE"},
-                        {NID_key_usage, "critical,digitalSignature"},
-                        {NID_ext_key_usage, "serverAuth"},
-                        {NID_subject_alt_name, "IP:127.0.0.1,DNS:localhost"},
-                        {NID_authority_key_identifier, "keyid"}},
-                       2);
-  Key ckey = NewKey();
-  Cert ccert = NewCert(node, ckey.get(), ca.get(), ca_key.get(),
-                       {{NID_basic_constraints, "critical,CA:FALSE"},
-                        {NID_key_usage, "critical,digitalSignature"},
-                        {NID_ext_key_usage, "clientAuth"},
-                        {NID_authority_key_identifier, "keyid"}},
-                       3);
-  return {Pem(ca.get()), Pem(scert.get()), Pem(skey.get()), Pem(ccert.get()), Pem(ckey.get())};
+  const kmodd::http::testing::TestCa ca;
+  auto [server_cert, server_key] =
+      ca.Issue("kmodd-controller", "IP:127.0.0.1,DNS:localhost", "serverAuth");
+  auto [client_cert, client_key] = ca.Issue(node, "", "clientAuth");
+  return {ca.Pem(), std::move(server_cert), std::move(server_key), std::move(client_cert),
+          std::move(client_key)};
 }
 
 // The server's certificate from `p`; client certificates verified against `client_ca`.

@@ -20,7 +20,7 @@ using kmodd::agent::UninstallPolicy;
 namespace {
 
 struct StateDir {
-  kmodd::testing::ServerTempDir tmp;
+  kmodd::testing::TempDir tmp{"server"};
   std::string state = tmp.path + "/state";
   std::string socket = tmp.path + "/run/kmodd/agent.sock";
   std::FILE* devnull = std::fopen("/dev/null", "w");
