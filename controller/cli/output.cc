@@ -72,9 +72,9 @@ Value TolerationValue(const api::Toleration& t) {
   return v;
 }
 
-Value ModuleEntryValue(const plan::DesiredModule& dm) {
+Value ModuleEntryValue(const placement::DesiredModule& dm) {
   const api::Module& m = *dm.module;
-  const plan::ResolvedConfig& c = *dm.config;
+  const placement::ResolvedConfig& c = *dm.config;
   Value v = Value::EmptyMap();
   v.Set("name", m.metadata.name);
   v.Set("namespace", m.metadata.namespace_);
@@ -106,7 +106,7 @@ Value ModuleEntryValue(const plan::DesiredModule& dm) {
 
 }  // namespace
 
-Value NodeModulesConfigValue(const plan::NodePlan& p) {
+Value NodeModulesConfigValue(const placement::NodePlacement& p) {
   Value v = Value::EmptyMap();
   v.Set("apiVersion", api::kGroupVersion);
   v.Set("kind", "NodeModulesConfig");
@@ -119,7 +119,7 @@ Value NodeModulesConfigValue(const plan::NodePlan& p) {
   return v;
 }
 
-Value PlanListValue(const std::vector<plan::NodePlan>& plans) {
+Value PlacementListValue(const std::vector<placement::NodePlacement>& plans) {
   Value items = Value::EmptyList();
   for (const auto& p : plans) {
     if (!p.modules.empty()) {
@@ -133,7 +133,7 @@ Value PlanListValue(const std::vector<plan::NodePlan>& plans) {
   return v;
 }
 
-std::string PlanTable(const std::vector<plan::NodePlan>& plans) {
+std::string PlacementTable(const std::vector<placement::NodePlacement>& plans) {
   std::vector<std::vector<std::string>> rows;
   rows.push_back({"NODE", "KERNEL", "MODULE", "STATE", "VERSION", "IMAGE / REASON"});
   for (const auto& p : plans) {
@@ -154,7 +154,7 @@ std::string PlanTable(const std::vector<plan::NodePlan>& plans) {
       } else {
         const auto& s = p.skipped[j++];
         rows.push_back({node, kernel, s.module->Key(), "skip", "-",
-                        plan::DescribeSkip(*s.module, *p.node, s.reason, s.detail)});
+                        placement::DescribeSkip(*s.module, *p.node, s.reason, s.detail)});
       }
     }
     if (p.modules.empty() && p.skipped.empty()) {

@@ -7,18 +7,18 @@
 #include <vector>
 
 #include "common/value.h"
-#include "controller/plan/planner.h"
+#include "controller/placement/placer.h"
 
 namespace kmodd::cli {
 
 // The NodeModulesConfig of one node (KMM's shape: spec.modules[] with name, namespace,
 // imageRepoSecret, serviceAccountName, version, tolerations and config).
-Value NodeModulesConfigValue(const plan::NodePlan& p);
+Value NodeModulesConfigValue(const placement::NodePlacement& p);
 
 // A v1 List of the NodeModulesConfigs of every node that runs at least one module.
-Value PlanListValue(const std::vector<plan::NodePlan>& plans);
+Value PlacementListValue(const std::vector<placement::NodePlacement>& plans);
 
 // One row per (node, module): what runs, what is held, and why the rest does not run.
-std::string PlanTable(const std::vector<plan::NodePlan>& plans);
+std::string PlacementTable(const std::vector<placement::NodePlacement>& plans);
 
 }  // namespace kmodd::cli

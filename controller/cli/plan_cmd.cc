@@ -5,7 +5,7 @@
 #include "controller/cli/commands.h"
 #include "controller/cli/inputs.h"
 #include "controller/cli/output.h"
-#include "controller/plan/planner.h"
+#include "controller/placement/placer.h"
 
 namespace kmodd::cli {
 
@@ -65,11 +65,11 @@ int PlanCommand(const std::vector<std::string>& args, std::ostream& out, std::os
   for (auto& n : nodes.nodes) {
     node_list.push_back(std::move(n.object));
   }
-  plan::PlanResult r = plan::PlanOnce(std::move(modules), std::move(node_list));
+  placement::PlacementResult r = placement::PlaceOnce(std::move(modules), std::move(node_list));
   if (format == "table") {
-    out << PlanTable(r.nodes);
+    out << PlacementTable(r.nodes);
   } else {
-    Value v = PlanListValue(r.nodes);
+    Value v = PlacementListValue(r.nodes);
     out << (format == "json" ? ToJson(v) : ToYaml(v));
   }
   return 0;

@@ -43,10 +43,10 @@ void Hub::ChangedLocked(const std::string& node) {
 
 void Hub::PushLocked(const std::string& name, Entry& e) {
   if (e.stale || !e.desired) {
-    std::optional<plan::NodePlan> p = planner_.PlanFor(name);
+    std::optional<placement::NodePlacement> p = placer_.PlacementFor(name);
     auto d = std::make_shared<v1::NodeDesired>();
     if (p) {
-      *d = DesiredFromPlan(*p, absl::StrCat(options_.run_id, "-", ++seq_));
+      *d = DesiredFromPlacement(*p, absl::StrCat(options_.run_id, "-", ++seq_));
     } else {
       d->set_version(absl::StrCat(options_.run_id, "-", ++seq_));
     }
@@ -106,7 +106,7 @@ void Hub::SetNodeLocked(Entry& e, api::Node node) {
   }
   e.node = node;
   const std::string name = node.metadata.name;
-  for (const auto& changed : planner_.SetNode(std::move(node))) {
+  for (const auto& changed : placer_.SetNode(std::move(node))) {
     if (changed == name) {
       e.stale = true;
     }
@@ -143,11 +143,11 @@ void Hub::ApplySource(const source::SourceUpdate& update) {
   for (const auto& c : update.changes) {
     for (const auto& key : c.removed) {
       modules_.erase(key);
-      add(planner_.RemoveModule(key));
+      add(placer_.RemoveModule(key));
     }
     for (const auto& m : c.set) {
       modules_.insert_or_assign(m.Key(), m);
-      add(planner_.SetModule(m));
+      add(placer_.SetModule(m));
     }
   }
   std::sort(changed.begin(), changed.end());
@@ -324,7 +324,7 @@ std::vector<ReportedModule> Hub::TakeModulesLocked(const std::string& name, Entr
   scope.inherited = &inherited_;
   scope.planned = [&] {
     std::vector<std::string> keys;
-    if (std::optional<plan::NodePlan> p = planner_.PlanFor(name)) {
+    if (std::optional<placement::NodePlacement> p = placer_.PlacementFor(name)) {
       keys.reserve(p->modules.size());
       for (const auto& dm : p->modules) {
         keys.push_back(dm.module->Key());
@@ -399,7 +399,7 @@ size_t Hub::ForgetGone() {
     if (!it->second.from_api && !r.connected && r.since_unix_ms < cutoff) {
       log_.Info("node forgotten after its agent stayed away",
                 {{"node", it->first}, {"disconnectedSince", Rfc3339(r.since_unix_ms)}});
-      (void)planner_.RemoveNode(it->first);
+      (void)placer_.RemoveNode(it->first);
       JournalLocked(it->first);
       it = nodes_.erase(it);
       ++forgotten;
@@ -453,7 +453,7 @@ void Hub::RemoveApiNode(const std::string& name) {
   if (it == nodes_.end() || !it->second.from_api) {
     return;
   }
-  (void)planner_.RemoveNode(name);
+  (void)placer_.RemoveNode(name);
   if (it->second.stream == nullptr) {
     nodes_.erase(it);
   } else {
@@ -480,7 +480,7 @@ void Hub::SetPullSecret(const std::string& key, std::optional<std::string> docke
   }
   std::vector<std::string> changed;
   for (const auto& [name, e] : nodes_) {
-    std::optional<plan::NodePlan> p = planner_.PlanFor(name);
+    std::optional<placement::NodePlacement> p = placer_.PlacementFor(name);
     if (!p) {
       continue;
     }
@@ -571,7 +571,7 @@ ControllerStatus Hub::Status() {
   for (const auto& [key, m] : modules_) {
     in.modules.push_back(&m);
   }
-  in.plans = planner_.PlanAll();
+  in.plans = placer_.AllPlacements();
   for (const auto& [name, e] : nodes_) {
     in.nodes.push_back(&e.record);
   }

@@ -40,7 +40,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "api/module.h"
-#include "controller/plan/planner.h"
+#include "controller/placement/placer.h"
 #include "controller/server/status.h"
 #include "controller/server/wire.h"
 #include "controller/source/dir_source.h"
@@ -212,7 +212,7 @@ class Hub {
   bool active_ = true;
   std::map<std::string, std::string> pull_secrets_;  // "<namespace>/<name>" -> dockerconfigjson
   std::map<std::string, PullSecretState> pull_secret_states_;  // idem
-  plan::Planner planner_;
+  placement::Placer placer_;
   std::map<std::string, api::Module> modules_;  // in force, by key (for the status)
   std::vector<api::Diagnostic> errors_;
   std::map<std::string, Entry> nodes_;

@@ -34,7 +34,7 @@ const ReportedModule* FindReported(const NodeRecord* n, const std::string& key) 
 
 // The row of a node planned to run a Module.
 NodeModuleStatus DesiredRow(const std::string& node, const NodeRecord* rec,
-                            const ReportedModule* rm, const plan::DesiredModule& dm) {
+                            const ReportedModule* rm, const placement::DesiredModule& dm) {
   NodeModuleStatus row{node, api::Phase::kPending, "", "", 0, rec != nullptr && rec->connected};
   if (rm != nullptr) {
     row.phase = rm->phase;
@@ -60,7 +60,7 @@ NodeModuleStatus DesiredRow(const std::string& node, const NodeRecord* rec,
 }
 
 bool Available(const NodeModuleStatus& row, const ReportedModule* rm,
-               const plan::DesiredModule& dm) {
+               const placement::DesiredModule& dm) {
   return row.connected && rm != nullptr && rm->phase == api::Phase::kLoaded &&
          (dm.config->version.empty() || rm->version == dm.config->version);
 }
@@ -191,17 +191,17 @@ ControllerStatus Aggregate(const StatusInput& in) {
       st.nodes.push_back(std::move(row));
     }
     for (const auto& s : p.skipped) {
-      if (s.reason == plan::SkipReason::kSelector || s.reason == plan::SkipReason::kNoModuleLoader) {
+      if (s.reason == placement::SkipReason::kSelector || s.reason == placement::SkipReason::kNoModuleLoader) {
         continue;
       }
       ModuleState& st = out.modules[index.at(s.module->Key())];
       // As KMM, the nodes the Module may run on: not one a NoExecute taint takes out (its
       // row still says why). Without a mapping or version label it is still wanted there.
-      if (s.reason != plan::SkipReason::kTaint) {
+      if (s.reason != placement::SkipReason::kTaint) {
         ++st.module_loader.nodes_matching_selector_number;
       }
       st.nodes.push_back(NodeModuleStatus{
-          node, api::Phase::kUnknown, plan::DescribeSkip(*s.module, *p.node, s.reason, s.detail),
+          node, api::Phase::kUnknown, placement::DescribeSkip(*s.module, *p.node, s.reason, s.detail),
           "", 0, rec != nullptr && rec->connected, /*skipped=*/true});
     }
     if (rec == nullptr) {

@@ -31,7 +31,7 @@
 #include "api/diagnostic.h"
 #include "api/module.h"
 #include "api/phase.h"
-#include "controller/plan/planner.h"
+#include "controller/placement/placer.h"
 
 namespace kmodd::server {
 
@@ -76,7 +76,7 @@ struct PullSecretState {
 
 struct StatusInput {
   std::vector<const api::Module*> modules;  // every Module in force, sorted by key
-  std::vector<plan::NodePlan> plans;        // every node's plan, sorted by node name
+  std::vector<placement::NodePlacement> plans;        // every node's plan, sorted by node name
   std::vector<const NodeRecord*> nodes;     // sorted by name
   // Rejected manifests. Those naming a Module (object "Module <namespace>/<name>") make its
   // Accepted condition False.

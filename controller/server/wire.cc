@@ -65,12 +65,12 @@ api::Node NodeFromInfo(const v1::NodeInfo& info, const ReportLimits& limits) {
   return n;
 }
 
-v1::NodeDesired DesiredFromPlan(const plan::NodePlan& p, const std::string& version) {
+v1::NodeDesired DesiredFromPlacement(const placement::NodePlacement& p, const std::string& version) {
   v1::NodeDesired out;
   out.set_version(version);
   for (const auto& dm : p.modules) {
     const api::Module& m = *dm.module;
-    const plan::ResolvedConfig& c = *dm.config;
+    const placement::ResolvedConfig& c = *dm.config;
     api::NodeModuleSpec s;
     s.name = m.metadata.name;
     s.namespace_ = m.metadata.namespace_;

@@ -11,7 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "api/node.h"
-#include "controller/plan/planner.h"
+#include "controller/placement/placer.h"
 #include "controller/server/status.h"
 #include "kmodd/v1/sync.pb.h"
 
@@ -40,7 +40,7 @@ std::string Truncated(std::string_view s, size_t max);
 api::Node NodeFromInfo(const v1::NodeInfo& info, const ReportLimits& limits = {});
 
 // A node's desired state: one ModuleSpec per module its plan runs (held ones included).
-v1::NodeDesired DesiredFromPlan(const plan::NodePlan& p, const std::string& version);
+v1::NodeDesired DesiredFromPlacement(const placement::NodePlacement& p, const std::string& version);
 
 // A report's modules as the controller keeps them: sorted by key, one per key, texts cut
 // to limits.max_text. An entry whose namespace is no DNS label or whose name is no DNS

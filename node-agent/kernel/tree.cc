@@ -204,7 +204,7 @@ absl::Status CheckVermagic(const TreeModule& m, std::string_view kernel_vermagic
 
 namespace {
 
-struct Planner {
+struct Placer {
   const DriverTree& tree;
   const HostLookup& host;
   const std::string& main_module;
@@ -268,7 +268,7 @@ absl::StatusOr<std::vector<LoadStep>> PlanLoad(const DriverTree& tree,
                                                const std::string& main_module,
                                                const std::string& params,
                                                const HostLookup& host) {
-  Planner p{tree, host, main_module, params, {}, {}, {}};
+  Placer p{tree, host, main_module, params, {}, {}, {}};
   for (const auto& name : to_load) {
     // The Module's own modules must come from its image, never from the host.
     if (tree.Find(name) == nullptr) {

@@ -108,14 +108,14 @@ grpc::Status LocalService::Events(grpc::ServerContext* ctx, const v1::EventsRequ
   return grpc::Status::OK;
 }
 
-grpc::Status LocalService::Plan(grpc::ServerContext* /*ctx*/, const v1::PlanRequest* /*req*/,
-                                v1::PlanResponse* resp) {
+grpc::Status LocalService::PreviewPass(grpc::ServerContext* /*ctx*/, const v1::PreviewPassRequest* /*req*/,
+                                v1::PreviewPassResponse* resp) {
   auto plan = deps_.reconciler->PreviewPass();
   if (!plan.ok()) {
     return ToGrpc(plan.status());
   }
   for (const auto& a : plan->actions) {
-    v1::PlannedAction* p = resp->add_actions();
+    v1::PassAction* p = resp->add_actions();
     p->set_kind(reconcile::KindName(a.kind));
     p->set_module(a.key);
     p->set_reason(a.why);

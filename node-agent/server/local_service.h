@@ -61,8 +61,8 @@ class LocalService final : public v1::Agent::Service {
                       v1::StatusResponse* resp) override;
   grpc::Status Events(grpc::ServerContext* ctx, const v1::EventsRequest* req,
                       grpc::ServerWriter<v1::Event>* writer) override;
-  grpc::Status Plan(grpc::ServerContext* ctx, const v1::PlanRequest* req,
-                    v1::PlanResponse* resp) override;
+  grpc::Status PreviewPass(grpc::ServerContext* ctx, const v1::PreviewPassRequest* req,
+                    v1::PreviewPassResponse* resp) override;
   grpc::Status Load(grpc::ServerContext* ctx, const v1::OverrideRequest* req,
                     v1::OverrideResponse* resp) override;
   grpc::Status Unload(grpc::ServerContext* ctx, const v1::OverrideRequest* req,

@@ -152,7 +152,7 @@ TEST_CASE("events print time, kind, module and message, with pull progress in by
 }
 
 TEST_CASE("plan lists actions and problems, or says there is nothing to do") {
-  v1::PlanResponse p;
+  v1::PreviewPassResponse p;
   CHECK(PlanText(p) == "Nothing to do: the node runs its desired state.\n");
   auto* a = p.add_actions();
   a->set_kind("load");

@@ -80,11 +80,11 @@ absl::StatusOr<v1::StatusResponse> AgentClient::Status() {
   return resp;
 }
 
-absl::StatusOr<v1::PlanResponse> AgentClient::Plan() {
+absl::StatusOr<v1::PreviewPassResponse> AgentClient::PreviewPass() {
   grpc::ClientContext ctx;
   SetDeadline(ctx, kCallTimeout);
-  v1::PlanResponse resp;
-  if (auto s = Convert(stub_->Plan(&ctx, v1::PlanRequest(), &resp), "plan"); !s.ok()) {
+  v1::PreviewPassResponse resp;
+  if (auto s = Convert(stub_->PreviewPass(&ctx, v1::PreviewPassRequest(), &resp), "plan"); !s.ok()) {
     return s;
   }
   return resp;

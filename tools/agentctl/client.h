@@ -23,7 +23,7 @@ class AgentClient {
       const std::string& socket_path);
 
   [[nodiscard]] absl::StatusOr<v1::StatusResponse> Status();
-  [[nodiscard]] absl::StatusOr<v1::PlanResponse> Plan();
+  [[nodiscard]] absl::StatusOr<v1::PreviewPassResponse> PreviewPass();
   [[nodiscard]] absl::StatusOr<v1::OverrideResponse> Load(const v1::ModuleSpec& module);
   [[nodiscard]] absl::StatusOr<v1::OverrideResponse> Unload(const std::string& ns,
                                                             const std::string& name);

@@ -211,7 +211,7 @@ std::string EventLine(const v1::Event& e, absl::TimeZone tz) {
   return line;
 }
 
-std::string PlanText(const v1::PlanResponse& p) {
+std::string PlanText(const v1::PreviewPassResponse& p) {
   std::string out;
   if (p.actions().empty()) {
     out = "Nothing to do: the node runs its desired state.\n";

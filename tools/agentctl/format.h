@@ -38,7 +38,7 @@ std::string EventsHeader();
 std::string EventLine(const v1::Event& e, absl::TimeZone tz);
 
 // `plan`: the actions and the problems, or a sentence saying there is nothing to do.
-std::string PlanText(const v1::PlanResponse& p);
+std::string PlanText(const v1::PreviewPassResponse& p);
 
 // `firmware`: PATH OWNERS SHADOWS (the host's own file that the staged one hides from the
 // kernel, "<none>" when none).

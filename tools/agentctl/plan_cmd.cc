@@ -17,7 +17,7 @@ int PlanCommand(const Context& ctx, const std::vector<std::string>& args) {
   if (!client.ok()) {
     return ctx.Fail(client.status());
   }
-  auto plan = (*client)->Plan();
+  auto plan = (*client)->PreviewPass();
   if (!plan.ok()) {
     return ctx.Fail(plan.status());
   }

@@ -230,10 +230,12 @@ TEST_CASE("ListWatch waits its backoff after an error on the injected clock") {
     CHECK(seen.log == std::vector<std::string>{"error:UNAVAILABLE"});
   }
   clock.Advance(std::chrono::seconds(8));  // at most the backoff: the list comes next
-  WaitFor([&] {
-    std::lock_guard<std::mutex> lock(seen.mu);
-    return seen.log.size() >= 2;
-  });
+  REQUIRE(Eventually(
+      [&] {
+        std::lock_guard<std::mutex> lock(seen.mu);
+        return seen.log.size() >= 2;
+      },
+      kWait));
   stop.Cancel();
   runner.join();
   std::lock_guard<std::mutex> lock(seen.mu);

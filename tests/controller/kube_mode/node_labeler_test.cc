@@ -104,8 +104,8 @@ bool IsOk(const ReconcileResult& r) { return r.error.ok() && r.requeue_after.cou
 TEST_CASE("node labeler: a Loaded report labels the node, then records ModuleLoaded") {
   Harness h;
   h.AddNode("w1", {{"role", "worker"}});
-  h.view.records["w1"] = Reported("w1", true, {{"ns/a", "Loaded", "", "", "v2", 0},
-                                               {"ns/b", "Loading", "", "", "", 0}});
+  h.view.records["w1"] = Reported("w1", true, {{"ns/a", kmodd::api::Phase::kLoaded, "", "", "v2", 0},
+                                               {"ns/b", kmodd::api::Phase::kLoading, "", "", "", 0}});
   CHECK(IsOk(h.labeler.Reconcile(h.view, "w1")));
   CHECK(h.LabelsOf("w1") == Labels{{"role", "worker"},
                                  {kReadyA, ""},
@@ -139,12 +139,12 @@ TEST_CASE("node labeler: after a failover, nodes not yet heard from keep their l
 
   // w1 reports it still runs the module: nothing to write. w2's agent is away for good,
   // its last report (as the previous leader had it) is not known here: labels stay.
-  h.view.records["w1"] = Reported("w1", true, {{"ns/a", "Loaded", "", "", "", 0}});
+  h.view.records["w1"] = Reported("w1", true, {{"ns/a", kmodd::api::Phase::kLoaded, "", "", "", 0}});
   CHECK(IsOk(h.labeler.Reconcile(h.view, "w1")));
   CHECK(h.Patches("w1") == 0);
 
   // A disconnected node whose agent did report to this leader is labelled from that report.
-  h.view.records["w2"] = Reported("w2", false, {{"ns/a", "Failed", "", "", "", 0}});
+  h.view.records["w2"] = Reported("w2", false, {{"ns/a", kmodd::api::Phase::kFailed, "", "", "", 0}});
   CHECK(IsOk(h.labeler.Reconcile(h.view, "w2")));
   CHECK(h.LabelsOf("w2").empty());
 }
@@ -152,7 +152,7 @@ TEST_CASE("node labeler: after a failover, nodes not yet heard from keep their l
 TEST_CASE("node labeler: a write the watch does not show yet is not repeated until kRecheck") {
   Harness h;
   h.AddNode("w1", {});
-  h.view.records["w1"] = Reported("w1", true, {{"ns/a", "Loaded", "", "", "", 0}});
+  h.view.records["w1"] = Reported("w1", true, {{"ns/a", kmodd::api::Phase::kLoaded, "", "", "", 0}});
   CHECK(IsOk(h.labeler.Reconcile(h.view, "w1")));
   REQUIRE(h.Patches("w1") == 1);
   // The watch lags: the view still has no label. Looked at again later, not written again.
@@ -180,7 +180,7 @@ TEST_CASE("node labeler: a write the watch does not show yet is not repeated unt
 TEST_CASE("node labeler: a failed write is an error for the queue to retry, and nothing is evented") {
   Harness h;
   h.AddNode("w1", {});
-  h.view.records["w1"] = Reported("w1", true, {{"ns/a", "Loaded", "", "", "", 0}});
+  h.view.records["w1"] = Reported("w1", true, {{"ns/a", kmodd::api::Phase::kLoaded, "", "", "", 0}});
   h.api.FailNext(absl::UnavailableError("the API server is away"));
   CHECK(absl::IsUnavailable(h.labeler.Reconcile(h.view, "w1").error));
   CHECK(h.LabelsOf("w1").empty());
@@ -193,7 +193,7 @@ TEST_CASE("node labeler: a failed write is an error for the queue to retry, and 
 TEST_CASE("node labeler: refused labels are asked again after RefusedLabels::kRetry, not before") {
   Harness h;
   h.AddNode("w1", {});
-  h.view.records["w1"] = Reported("w1", true, {{"ns/a", "Loaded", "", "", "v1", 0}});
+  h.view.records["w1"] = Reported("w1", true, {{"ns/a", kmodd::api::Phase::kLoaded, "", "", "v1", 0}});
   for (int i = 0; i < 3; ++i) {  // the patch, then each label alone
     h.api.FailNext(absl::InvalidArgumentError("422 Invalid: metadata.labels: Invalid value"));
   }

@@ -18,8 +18,8 @@ ModuleState Sample() {
   m.name = "a";
   m.module_loader = {2, 2, 1};
   m.conditions = {{"Available", "False", "NodesNotLoaded", "1 of 2 nodes have it loaded"}};
-  m.nodes = {{"w1", "Loaded", "", "sha256:abc", 1'700'000'000'000, true},
-             {"w2", "Unknown", "agent disconnected", "", 0, false}};
+  m.nodes = {{"w1", kmodd::api::Phase::kLoaded, "", "sha256:abc", 1'700'000'000'000, true},
+             {"w2", kmodd::api::Phase::kUnknown, "agent disconnected", "", 0, false}};
   return m;
 }
 

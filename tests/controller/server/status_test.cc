@@ -58,7 +58,7 @@ struct Fleet {
   std::vector<kmodd::api::Diagnostic> errors;
   std::map<std::string, kmodd::server::PullSecretState> secrets;
   ControllerStatus Run() {
-    auto r = kmodd::plan::PlanOnce({MakeModule("a", secret)},
+    auto r = kmodd::placement::PlaceOnce({MakeModule("a", secret)},
                                    {MakeNode("n1-loaded", true, "6.1.0-27-cloud-amd64"),
                                     MakeNode("n2-new", true, "6.1.0-27-cloud-amd64"),
                                     MakeNode("n3-other", false, "6.1.0-27-cloud-amd64"),
@@ -150,7 +150,7 @@ TEST_CASE("nodesMatchingSelectorNumber counts the selected nodes a Module may ru
     kmodd::api::Node n = MakeNode("n", row.worker, "6.1.0-27-cloud-amd64");
     n.taints = row.taints;
     n.unschedulable = row.unschedulable;
-    auto r = kmodd::plan::PlanOnce({m}, {n});
+    auto r = kmodd::placement::PlaceOnce({m}, {n});
     const kmodd::api::Module* planned = nullptr;
     for (const auto& dm : r.nodes[0].modules) {
       planned = dm.module;

@@ -119,8 +119,8 @@ TEST_CASE("a load override over the socket loads the module and says what replac
   REQUIRE(s.overrides_size() == 1);
   {
     grpc::ClientContext ctx;
-    v1::PlanResponse plan;
-    REQUIRE(r.stub->Plan(&ctx, v1::PlanRequest(), &plan).ok());
+    v1::PreviewPassResponse plan;
+    REQUIRE(r.stub->PreviewPass(&ctx, v1::PreviewPassRequest(), &plan).ok());
     CHECK(plan.actions_size() == 0);
   }
   {
@@ -205,8 +205,8 @@ TEST_CASE("a hostile load override is refused naming the field, and nothing chan
       CHECK(status.modules_size() == 0);
       CHECK(status.desired_source().empty());
       grpc::ClientContext pctx;
-      v1::PlanResponse plan;
-      REQUIRE(r.stub->Plan(&pctx, v1::PlanRequest(), &plan).ok());
+      v1::PreviewPassResponse plan;
+      REQUIRE(r.stub->PreviewPass(&pctx, v1::PreviewPassRequest(), &plan).ok());
       CHECK(plan.actions_size() == 0);
       CHECK(plan.problems_size() == 0);
       CHECK(r.kernel.With([](auto& k) { return k.loaded.empty(); }));

@@ -1,12 +1,12 @@
 #include <catch2/catch.hpp>
 
-#include "controller/plan/selection.h"
+#include "controller/placement/selection.h"
 
 using kmodd::api::Taint;
 using kmodd::api::Toleration;
-using kmodd::plan::FirstSelectorMismatch;
-using kmodd::plan::FirstUntoleratedNoExecute;
-using kmodd::plan::Tolerates;
+using kmodd::placement::FirstSelectorMismatch;
+using kmodd::placement::FirstUntoleratedNoExecute;
+using kmodd::placement::Tolerates;
 
 TEST_CASE("selectors match by label equality, and an empty selector matches every node") {
   const std::map<std::string, std::string> labels{{"role", "gpu"}, {"zone", "a"}};

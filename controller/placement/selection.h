@@ -13,7 +13,7 @@
 #include "api/module.h"
 #include "api/node.h"
 
-namespace kmodd::plan {
+namespace kmodd::placement {
 
 // The first selector key the node's labels do not satisfy, or nullopt when all match.
 std::optional<std::string> FirstSelectorMismatch(const std::map<std::string, std::string>& selector,
@@ -26,4 +26,4 @@ bool Tolerates(const api::Toleration& t, const api::Taint& taint);
 const api::Taint* FirstUntoleratedNoExecute(const std::vector<api::Taint>& taints,
                                             const std::vector<api::Toleration>& tolerations);
 
-}  // namespace kmodd::plan
+}  // namespace kmodd::placement

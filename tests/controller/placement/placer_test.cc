@@ -1,11 +1,11 @@
 #include <catch2/catch.hpp>
 
-#include "controller/plan/planner.h"
-#include "plan_fixtures.h"
+#include "controller/placement/placer.h"
+#include "placement_fixtures.h"
 
-using kmodd::plan::NodePlan;
-using kmodd::plan::Planner;
-using kmodd::plan::SkipReason;
+using kmodd::placement::NodePlacement;
+using kmodd::placement::Placer;
+using kmodd::placement::SkipReason;
 using kmodd::testing::LoaderModule;
 using kmodd::testing::MakeNode;
 using kmodd::testing::ModuleFromYaml;
@@ -24,8 +24,8 @@ std::string Versioned(const std::string& version) {
 }
 
 // "run:<image>", "held:<image>" or "skip:<reason number>" for one module on one node.
-std::string Outcome(const Planner& p, const std::string& node, const std::string& module) {
-  auto plan = p.PlanFor(node);
+std::string Outcome(const Placer& p, const std::string& node, const std::string& module) {
+  auto plan = p.PlacementFor(node);
   REQUIRE(plan.has_value());
   for (const auto& m : plan->modules) {
     if (m.module->Key() == module) {
@@ -45,7 +45,7 @@ std::string SkipOf(SkipReason r) { return "skip:" + std::to_string(static_cast<i
 }  // namespace
 
 TEST_CASE("planner selects nodes by label and keeps modules on cordoned nodes") {
-  Planner p;
+  Placer p;
   auto cordoned = MakeNode("cordoned", "6.1.0-1", {{"role", "gpu"}},
                            {{"node.kubernetes.io/unschedulable", "", "NoSchedule"}});
   cordoned.unschedulable = true;
@@ -59,7 +59,7 @@ TEST_CASE("planner selects nodes by label and keeps modules on cordoned nodes") 
 }
 
 TEST_CASE("planner takes a node out only for an untolerated NoExecute taint") {
-  Planner p;
+  Placer p;
   p.SetNode(MakeNode("evicting", "6.1.0-1", {}, {{"gone", "", "NoExecute"}}));
   p.SetNode(MakeNode("maint", "6.1.0-1", {}, {{"maint", "", "NoExecute"}}));
   p.SetNode(MakeNode("noschedule", "6.1.0-1", {}, {{"x", "", "NoSchedule"}}));
@@ -71,7 +71,7 @@ TEST_CASE("planner takes a node out only for an untolerated NoExecute taint") {
 }
 
 TEST_CASE("planner matches the node kernel with one trailing plus trimmed") {
-  Planner p;
+  Placer p;
   p.SetNode(MakeNode("dirty", "6.12.9+"));
   p.SetNode(MakeNode("nokernel", ""));
   p.SetModule(ModuleFromYaml(LoaderModule("m", R"(      kernelMappings:
@@ -83,7 +83,7 @@ TEST_CASE("planner matches the node kernel with one trailing plus trimmed") {
 }
 
 TEST_CASE("planner says why a node has no mapping and skips device-plugin-only Modules") {
-  Planner p;
+  Placer p;
   p.SetNode(MakeNode("old", "4.18.0-1"));
   p.SetModule(ModuleFromYaml(LoaderModule("m", R"(      kernelMappings:
         - regexp: '^6\.'
@@ -98,21 +98,21 @@ spec:
   devicePlugin:
     container: {image: reg/plugin:1}
 )"));
-  auto plan = p.PlanFor("old");
+  auto plan = p.PlacementFor("old");
   REQUIRE(plan.has_value());
   CHECK(plan->modules.empty());
   REQUIRE(plan->skipped.size() == 2);
   CHECK(plan->skipped[0].module->Key() == "ns/dp");
   CHECK(plan->skipped[0].reason == SkipReason::kNoModuleLoader);
   CHECK(plan->skipped[1].reason == SkipReason::kNoMapping);
-  CHECK(kmodd::plan::DescribeSkip(*plan->skipped[1].module, *plan->node, plan->skipped[1].reason,
+  CHECK(kmodd::placement::DescribeSkip(*plan->skipped[1].module, *plan->node, plan->skipped[1].reason,
                                   plan->skipped[1].detail) ==
         "no kernel mapping matches kernel 4.18.0-1");
 }
 
 TEST_CASE("ordered upgrade: the version label decides whether and which version a node runs") {
   const std::string label = "kmm.node.kubernetes.io/version-module.ns.m";
-  Planner p;
+  Placer p;
   p.SetNode(MakeNode("unlabelled", "6.1.0-1"));
   p.SetNode(MakeNode("on-v1", "6.1.0-1", {{label, "1"}}));
   p.SetNode(MakeNode("on-v2", "6.1.0-1", {{label, "2"}}));
@@ -138,7 +138,7 @@ TEST_CASE("ordered upgrade: the version label decides whether and which version 
 
 TEST_CASE("ordered upgrade does not hold an old version across a kernel change") {
   const std::string label = "kmm.node.kubernetes.io/version-module.ns.m";
-  Planner p;
+  Placer p;
   p.SetNode(MakeNode("n", "6.1.0-1", {{label, "1"}}));
   p.SetModule(ModuleFromYaml(LoaderModule("m", Versioned("1"))));
   p.SetModule(ModuleFromYaml(LoaderModule("m", Versioned("2"))));
@@ -148,7 +148,7 @@ TEST_CASE("ordered upgrade does not hold an old version across a kernel change")
 }
 
 TEST_CASE("re-planning reports only the nodes whose desired modules changed") {
-  Planner p;
+  Placer p;
   p.SetNode(MakeNode("a", "6.1.0-1", {{"role", "x"}}));
   p.SetNode(MakeNode("b", "6.1.0-2", {{"role", "x"}}));
   p.SetNode(MakeNode("c", "6.1.0-1", {{"role", "y"}}));
@@ -164,20 +164,20 @@ TEST_CASE("re-planning reports only the nodes whose desired modules changed") {
   CHECK(Outcome(p, "a", "ns/m") == "run:reg/drv:6.1.0-3");
   // Removing the Module changes every node that ran it.
   CHECK(p.RemoveModule("ns/m") == std::vector<std::string>{"a", "b"});
-  CHECK(p.PlanFor("a")->modules.empty());
+  CHECK(p.PlacementFor("a")->modules.empty());
   CHECK(p.RemoveNode("c") == std::vector<std::string>{"c"});
-  CHECK_FALSE(p.PlanFor("c").has_value());
+  CHECK_FALSE(p.PlacementFor("c").has_value());
   CHECK(p.NodeCount() == 2);
   CHECK(p.ModuleCount() == 0);
 }
 
 TEST_CASE("a removed Module's slot is reused without inheriting its decisions") {
-  Planner p;
+  Placer p;
   p.SetNode(MakeNode("a", "6.1.0-1"));
   p.SetModule(ModuleFromYaml(LoaderModule("one", kAnyKernel)));
   p.RemoveModule("ns/one");
   p.SetModule(ModuleFromYaml(LoaderModule("two", kAnyKernel, "  selector: {role: none}\n")));
-  auto plan = p.PlanFor("a");
+  auto plan = p.PlacementFor("a");
   REQUIRE(plan.has_value());
   CHECK(plan->modules.empty());
   REQUIRE(plan->skipped.size() == 1);
@@ -189,7 +189,7 @@ TEST_CASE("a plan lists modules sorted by namespace/name whatever the input orde
   for (const char* name : {"zeta", "alpha", "mid"}) {
     mods.push_back(ModuleFromYaml(LoaderModule(name, kAnyKernel)));
   }
-  auto r = kmodd::plan::PlanOnce(std::move(mods), {MakeNode("n2", "6.1.0"), MakeNode("n1", "6.1.0")});
+  auto r = kmodd::placement::PlaceOnce(std::move(mods), {MakeNode("n2", "6.1.0"), MakeNode("n1", "6.1.0")});
   REQUIRE(r.nodes.size() == 2);
   CHECK(r.nodes[0].node->metadata.name == "n1");
   REQUIRE(r.nodes[0].modules.size() == 3);
@@ -199,7 +199,7 @@ TEST_CASE("a plan lists modules sorted by namespace/name whatever the input orde
 }
 
 TEST_CASE("selectors match whichever of Modules and Nodes arrives first") {
-  Planner p;
+  Placer p;
   p.SetModule(ModuleFromYaml(LoaderModule("by-role", kAnyKernel, "  selector: {role: gpu}\n")));
   CHECK(p.SetNode(MakeNode("a", "6.1.0-1", {{"role", "gpu"}, {"zone", "z1"}})) ==
         std::vector<std::string>{"a"});

@@ -1,12 +1,12 @@
-#include "controller/plan/planner.h"
+#include "controller/placement/placer.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "controller/plan/kernel_version.h"
-#include "controller/plan/selection.h"
+#include "controller/placement/kernel_version.h"
+#include "controller/placement/selection.h"
 
-namespace kmodd::plan {
+namespace kmodd::placement {
 
 namespace {
 
@@ -92,7 +92,7 @@ std::string DescribeSkip(const api::Module& m, const api::Node& n, SkipReason re
   return "unknown";
 }
 
-uint32_t Planner::InternKernel(const std::string& trimmed_kernel) {
+uint32_t Placer::InternKernel(const std::string& trimmed_kernel) {
   if (kernels_.empty()) {
     kernels_.emplace_back();  // id 0: no kernel
   }
@@ -107,7 +107,7 @@ uint32_t Planner::InternKernel(const std::string& trimmed_kernel) {
   return it->second;
 }
 
-const std::vector<size_t>& Planner::NodeOrder() {
+const std::vector<size_t>& Placer::NodeOrder() {
   if (node_order_.empty()) {  // cleared whenever a node is added or removed
     node_order_.reserve(node_index_.size());
     for (const auto& [name, slot] : node_index_) {
@@ -117,7 +117,7 @@ const std::vector<size_t>& Planner::NodeOrder() {
   return node_order_;
 }
 
-uint32_t Planner::InternLabel(const std::string& s) {
+uint32_t Placer::InternLabel(const std::string& s) {
   auto [it, inserted] = label_ids_.emplace(s, static_cast<uint32_t>(label_strings_.size()));
   if (inserted) {
     label_strings_.push_back(&it->first);  // node keys of unordered_map are stable
@@ -126,7 +126,7 @@ uint32_t Planner::InternLabel(const std::string& s) {
   return it->second;
 }
 
-bool Planner::UseKey(uint32_t key) {
+bool Placer::UseKey(uint32_t key) {
   if (key_used_[key]) {
     return false;
   }
@@ -134,7 +134,7 @@ bool Planner::UseKey(uint32_t key) {
   return true;
 }
 
-Planner::LabelIds Planner::IndexLabels(const api::Node& n) {
+Placer::LabelIds Placer::IndexLabels(const api::Node& n) {
   LabelIds ids;
   for (const auto& [k, v] : n.metadata.labels) {
     auto it = label_ids_.find(k);
@@ -146,12 +146,12 @@ Planner::LabelIds Planner::IndexLabels(const api::Node& n) {
   return ids;
 }
 
-uint32_t Planner::Find(const LabelIds& labels, uint32_t key) {
+uint32_t Placer::Find(const LabelIds& labels, uint32_t key) {
   auto it = std::lower_bound(labels.begin(), labels.end(), std::make_pair(key, uint32_t{0}));
   return it != labels.end() && it->first == key ? it->second : kNoId;
 }
 
-const Decision& Planner::ResolveForKernel(const ModuleSlot& m, uint32_t kernel_id) const {
+const Decision& Placer::ResolveForKernel(const ModuleSlot& m, uint32_t kernel_id) const {
   if (m.by_kernel.size() <= kernel_id) {
     m.by_kernel.resize(kernels_.size());
   }
@@ -171,7 +171,7 @@ const Decision& Planner::ResolveForKernel(const ModuleSlot& m, uint32_t kernel_i
   return *cached;
 }
 
-Decision Planner::Decide(const ModuleSlot& m, const NodeSlot& n, const Decision& previous) const {
+Decision Placer::Decide(const ModuleSlot& m, const NodeSlot& n, const Decision& previous) const {
   const api::Module& mod = m.compiled->module();
   const api::Node& node = *n.node;
   if (!mod.spec.module_loader) {
@@ -207,7 +207,7 @@ Decision Planner::Decide(const ModuleSlot& m, const NodeSlot& n, const Decision&
   return Skip(SkipReason::kVersionMismatch, labelled);
 }
 
-std::vector<std::string> Planner::RecomputeModule(size_t slot) {
+std::vector<std::string> Placer::RecomputeModule(size_t slot) {
   std::vector<std::string> changed;
   const ModuleSlot& m = modules_[slot];
   for (const size_t node_slot : NodeOrder()) {  // by name: `changed` comes out sorted
@@ -225,7 +225,7 @@ std::vector<std::string> Planner::RecomputeModule(size_t slot) {
   return changed;
 }
 
-std::vector<std::string> Planner::SetModule(api::Module m) {
+std::vector<std::string> Placer::SetModule(api::Module m) {
   const size_t slot = AcquireSlot(m.Key(), module_index_, free_modules_, modules_);
   ModuleSlot& ms = modules_[slot];
   bool new_keys = false;
@@ -252,7 +252,7 @@ std::vector<std::string> Planner::SetModule(api::Module m) {
   return RecomputeModule(slot);
 }
 
-std::vector<std::string> Planner::RemoveModule(const std::string& namespace_name) {
+std::vector<std::string> Placer::RemoveModule(const std::string& namespace_name) {
   auto it = module_index_.find(namespace_name);
   if (it == module_index_.end()) {
     return {};
@@ -265,7 +265,7 @@ std::vector<std::string> Planner::RemoveModule(const std::string& namespace_name
   return changed;
 }
 
-std::vector<std::string> Planner::SetNode(api::Node n) {
+std::vector<std::string> Placer::SetNode(api::Node n) {
   const std::string name = n.metadata.name;
   const size_t known = node_index_.size();
   const size_t slot = AcquireSlot(name, node_index_, free_nodes_, nodes_);
@@ -288,7 +288,7 @@ std::vector<std::string> Planner::SetNode(api::Node n) {
   return changed ? std::vector<std::string>{name} : std::vector<std::string>{};
 }
 
-std::vector<std::string> Planner::RemoveNode(const std::string& name) {
+std::vector<std::string> Placer::RemoveNode(const std::string& name) {
   auto it = node_index_.find(name);
   if (it == node_index_.end()) {
     return {};
@@ -300,8 +300,8 @@ std::vector<std::string> Planner::RemoveNode(const std::string& name) {
   return {name};
 }
 
-NodePlan Planner::BuildPlan(const NodeSlot& n) const {
-  NodePlan p;
+NodePlacement Placer::BuildPlacement(const NodeSlot& n) const {
+  NodePlacement p;
   p.node = n.node.get();
   for (const auto& [key, mslot] : module_index_) {
     const api::Module* mod = &modules_[mslot].compiled->module();
@@ -315,35 +315,35 @@ NodePlan Planner::BuildPlan(const NodeSlot& n) const {
   return p;
 }
 
-std::optional<NodePlan> Planner::PlanFor(const std::string& node) const {
+std::optional<NodePlacement> Placer::PlacementFor(const std::string& node) const {
   auto it = node_index_.find(node);
   if (it == node_index_.end()) {
     return std::nullopt;
   }
-  return BuildPlan(nodes_[it->second]);
+  return BuildPlacement(nodes_[it->second]);
 }
 
-std::vector<NodePlan> Planner::PlanAll() const {
-  std::vector<NodePlan> out;
+std::vector<NodePlacement> Placer::AllPlacements() const {
+  std::vector<NodePlacement> out;
   out.reserve(node_index_.size());
   for (const auto& [name, slot] : node_index_) {
-    out.push_back(BuildPlan(nodes_[slot]));
+    out.push_back(BuildPlacement(nodes_[slot]));
   }
   return out;
 }
 
-PlanResult PlanOnce(std::vector<api::Module> modules, std::vector<api::Node> nodes) {
-  PlanResult r;
-  r.planner = std::make_unique<Planner>();
+PlacementResult PlaceOnce(std::vector<api::Module> modules, std::vector<api::Node> nodes) {
+  PlacementResult r;
+  r.placer = std::make_unique<Placer>();
   // Nodes first: each module is then decided for every node in one pass.
   for (auto& n : nodes) {
-    r.planner->SetNode(std::move(n));
+    r.placer->SetNode(std::move(n));
   }
   for (auto& m : modules) {
-    r.planner->SetModule(std::move(m));
+    r.placer->SetModule(std::move(m));
   }
-  r.nodes = r.planner->PlanAll();
+  r.nodes = r.placer->AllPlacements();
   return r;
 }
 
-}  // namespace kmodd::plan
+}  // namespace kmodd::placement

@@ -1,8 +1,8 @@
-// Planner benchmark: 5,000 nodes x 100 Modules, mixed literal and regexp mappings over 20
+// Placer benchmark: 5,000 nodes x 100 Modules, mixed literal and regexp mappings over 20
 // distinct kernels. Measures a full plan from nothing, and re-planning after one Module or
 // one Node changes. Prints medians and 90th percentiles of repeated runs.
 //
-//   taskset -c 0 build/bin/planner_bench [--nodes N] [--modules M] [--runs R]
+//   taskset -c 0 build/bin/placement_bench [--nodes N] [--modules M] [--runs R]
 
 #include <algorithm>
 #include <chrono>
@@ -15,7 +15,7 @@
 
 #include "api/decode.h"
 #include "common/flags.h"
-#include "controller/plan/planner.h"
+#include "controller/placement/placer.h"
 
 namespace {
 
@@ -94,8 +94,8 @@ int main(int argc, char** argv) {
   int nodes = 5000;
   int modules = 100;
   int runs = 15;
-  kmodd::flags::FlagSet flags("planner_bench",
-                              "usage: planner_bench [--nodes N] [--modules M] [--runs R]\n");
+  kmodd::flags::FlagSet flags("placement_bench",
+                              "usage: placement_bench [--nodes N] [--modules M] [--runs R]\n");
   flags.Int("--nodes", "N", "nodes (default 5000)", &nodes, {1});
   flags.Int("--modules", "M", "Modules (default 100)", &modules, {1});
   flags.Int("--runs", "R", "runs of each measure (default 15)", &runs, {1});
@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
     auto m = mods;
     auto n = ns;
     const auto t0 = Clock::now();
-    kmodd::plan::Planner p;
+    kmodd::placement::Placer p;
     for (auto& node : n) {
       p.SetNode(std::move(node));
     }
@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
       p.SetModule(std::move(mod));
     }
     const auto t1 = Clock::now();
-    auto plans = p.PlanAll();
+    auto plans = p.AllPlacements();
     const auto t2 = Clock::now();
     full.push_back(Ms(t1 - t0));
     full_with_plans.push_back(Ms(t2 - t0));
@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
   }
 
   // Incremental: one planner, then alternate one Module's image tag / one Node's kernel.
-  kmodd::plan::Planner p;
+  kmodd::placement::Placer p;
   for (const auto& node : ns) {
     p.SetNode(node);
   }
@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
     auto changed_node = MakeNode(r % nodes, 1 + r % 19);
     const auto t1 = Clock::now();
     auto changed_n = p.SetNode(std::move(changed_node));
-    auto plan = p.PlanFor(changed_n.empty() ? ns[0].metadata.name : changed_n.front());
+    auto plan = p.PlacementFor(changed_n.empty() ? ns[0].metadata.name : changed_n.front());
     one_node.push_back(Ms(Clock::now() - t1));
   }
 
@@ -174,7 +174,7 @@ int main(int argc, char** argv) {
               nodes, modules, running);
   std::printf("%-44s %10s %10s %6s\n", "case", "median ms", "p90 ms", "runs");
   std::printf("%-44s %10.3f %10.3f %6d\n", "full plan (all decisions)", f.median_ms, f.p90_ms, runs);
-  std::printf("%-44s %10.3f %10.3f %6d\n", "full plan + every NodePlan built", fp.median_ms, fp.p90_ms, runs);
+  std::printf("%-44s %10.3f %10.3f %6d\n", "full plan + every NodePlacement built", fp.median_ms, fp.p90_ms, runs);
   std::printf("%-44s %10.3f %10.3f %6d\n", "re-plan after one Module changed", om.median_ms, om.p90_ms, inc_runs);
   std::printf("%-44s %10.3f %10.3f %6d\n", "re-plan after one Node changed (+its plan)", on.median_ms, on.p90_ms, inc_runs);
   std::printf("largest set of nodes changed by one Module: %zu\n", module_changed_nodes);

@@ -1,10 +1,10 @@
-#include "controller/plan/kernel_version.h"
+#include "controller/placement/kernel_version.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-namespace kmodd::plan {
+namespace kmodd::placement {
 
 namespace {
 
@@ -147,4 +147,4 @@ absl::StatusOr<std::string> Substitute(std::string_view tmpl, const Vars& vars) 
   return out;
 }
 
-}  // namespace kmodd::plan
+}  // namespace kmodd::placement

@@ -1,6 +1,6 @@
 // The incremental planner against planning from scratch: thousands of random edits (Modules
 // and Nodes set, changed and removed), and after each one the incremental plan of every
-// node must equal PlanOnce over the same objects, and the nodes an edit reports as changed
+// node must equal PlaceOnce over the same objects, and the nodes an edit reports as changed
 // must be exactly those whose desired modules changed.
 //
 // History is kept out of the comparison on purpose: a node labelled for another version
@@ -16,12 +16,12 @@
 #include <string>
 #include <vector>
 
-#include "controller/plan/planner.h"
-#include "plan_fixtures.h"
+#include "controller/placement/placer.h"
+#include "placement_fixtures.h"
 
-using kmodd::plan::NodePlan;
-using kmodd::plan::Planner;
-using kmodd::plan::PlanOnce;
+using kmodd::placement::NodePlacement;
+using kmodd::placement::Placer;
+using kmodd::placement::PlaceOnce;
 using kmodd::testing::MakeNode;
 using kmodd::testing::ModuleFromYaml;
 
@@ -120,7 +120,7 @@ class World {
 };
 
 // A node's desired modules as comparable text: "ns/m=image|held|in-tree,...".
-std::string Desired(const NodePlan& p) {
+std::string Desired(const NodePlacement& p) {
   std::string out;
   for (const auto& m : p.modules) {
     out += m.module->Key() + "=" + m.config->container_image + "@" + m.config->kernel_version +
@@ -134,7 +134,7 @@ std::string Desired(const NodePlan& p) {
 }
 
 // Desired modules and skip reasons of every node.
-std::map<std::string, std::string> Snapshot(const std::vector<NodePlan>& plans, bool with_skips) {
+std::map<std::string, std::string> Snapshot(const std::vector<NodePlacement>& plans, bool with_skips) {
   std::map<std::string, std::string> out;
   for (const auto& p : plans) {
     std::string s = Desired(p);
@@ -154,7 +154,7 @@ TEST_CASE("incremental planning equals planning from scratch after every random 
   const uint32_t seed = GENERATE(1u, 2u, 3u, 20261202u);
   INFO("seed " << seed);
   World w(seed);
-  Planner p;
+  Placer p;
   std::map<std::string, std::string> before;  // desired modules per node, before the edit
   int changed_reports = 0;
   for (int step = 0; step < 1500; ++step) {
@@ -194,8 +194,8 @@ TEST_CASE("incremental planning equals planning from scratch after every random 
     for (const auto& [k, n] : w.nodes) {
       nodes.push_back(n);
     }
-    const auto scratch = PlanOnce(std::move(mods), std::move(nodes));
-    const auto incremental = p.PlanAll();
+    const auto scratch = PlaceOnce(std::move(mods), std::move(nodes));
+    const auto incremental = p.AllPlacements();
     REQUIRE(Snapshot(incremental, true) == Snapshot(scratch.nodes, true));
 
     // The changed list: exactly the nodes, present before and after, whose desired modules

@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "api/module.h"
 
-namespace kmodd::plan {
+namespace kmodd::placement {
 
 // What one Module needs on one kernel: the `config` of a KMM NodeModulesConfig entry.
 struct ResolvedConfig {
@@ -54,4 +54,4 @@ class CompiledModule {
   std::vector<std::unique_ptr<RE2>> regexps_;  // parallel to kernel_mappings; null for literals
 };
 
-}  // namespace kmodd::plan
+}  // namespace kmodd::placement

@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace kmodd::plan {
+namespace kmodd::placement {
 
 // KMM trims one trailing '+' from the kernel a node reports (kernels built from a dirty
 // tree append it) before matching mappings.
@@ -32,4 +32,4 @@ using Vars = std::vector<std::pair<std::string, std::string>>;
 // default is an error: an image reference with a hole in it is never what was meant.
 [[nodiscard]] absl::StatusOr<std::string> Substitute(std::string_view tmpl, const Vars& vars);
 
-}  // namespace kmodd::plan
+}  // namespace kmodd::placement

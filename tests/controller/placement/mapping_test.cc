@@ -1,9 +1,9 @@
 #include <catch2/catch.hpp>
 
-#include "controller/plan/mapping.h"
-#include "plan_fixtures.h"
+#include "controller/placement/mapping.h"
+#include "placement_fixtures.h"
 
-using kmodd::plan::CompiledModule;
+using kmodd::placement::CompiledModule;
 using kmodd::testing::LoaderModule;
 using kmodd::testing::ModuleFromYaml;
 

@@ -1,6 +1,6 @@
-#include "controller/plan/selection.h"
+#include "controller/placement/selection.h"
 
-namespace kmodd::plan {
+namespace kmodd::placement {
 
 std::optional<std::string> FirstSelectorMismatch(const std::map<std::string, std::string>& selector,
                                                  const std::map<std::string, std::string>& labels) {
@@ -49,4 +49,4 @@ const api::Taint* FirstUntoleratedNoExecute(const std::vector<api::Taint>& taint
   return nullptr;
 }
 
-}  // namespace kmodd::plan
+}  // namespace kmodd::placement

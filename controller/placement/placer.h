@@ -1,6 +1,6 @@
 #pragma once
 
-// The planner: Modules and Nodes in, the desired modules of every node out. Pure: no I/O,
+// The placer: Modules and Nodes in, the desired modules of every node out. Pure: no I/O,
 // no clock, no protobuf. It is incremental: after the first plan, a change to one Module
 // or one Node recomputes only the (node, module) pairs it can affect and reports which
 // nodes' desired state changed, so that the controller pushes only to those.
@@ -8,8 +8,8 @@
 // Ordered upgrade (KMM's version labels): when a Module sets `version`, the node label
 // kmm.node.kubernetes.io/version-module.<namespace>.<name> decides. Absent: the node runs
 // no version of it. Equal to the Module's version: it runs that version. Different: the
-// node keeps the version it was planned with before, if the planner planned that version
-// for this node's current kernel; otherwise it runs none (this planner has no memory of
+// node keeps the version it was planned with before, if the placer placed that version
+// for this node's current kernel; otherwise it runs none (this placer has no memory of
 // that version). This is what lets an operator move nodes to a new version one by one.
 
 #include <cstdint>
@@ -22,9 +22,9 @@
 
 #include "api/module.h"
 #include "api/node.h"
-#include "controller/plan/mapping.h"
+#include "controller/placement/mapping.h"
 
-namespace kmodd::plan {
+namespace kmodd::placement {
 
 // Why a Module does not run on a node.
 enum class SkipReason : uint8_t {
@@ -65,7 +65,7 @@ struct SkippedModule {
   std::string detail;
 };
 
-struct NodePlan {
+struct NodePlacement {
   const api::Node* node = nullptr;
   std::vector<DesiredModule> modules;  // sorted by namespace/name
   std::vector<SkippedModule> skipped;  // sorted by namespace/name
@@ -78,11 +78,11 @@ std::string DescribeSkip(const api::Module& m, const api::Node& n, SkipReason re
 // The label that pins a node to a version of a Module.
 std::string VersionLabelKey(const api::Module& m);
 
-class Planner {
+class Placer {
  public:
-  Planner() = default;
-  Planner(const Planner&) = delete;
-  Planner& operator=(const Planner&) = delete;
+  Placer() = default;
+  Placer(const Placer&) = delete;
+  Placer& operator=(const Placer&) = delete;
 
   // Each returns the names of the nodes whose desired modules changed, sorted.
   std::vector<std::string> SetModule(api::Module m);
@@ -91,8 +91,8 @@ class Planner {
   std::vector<std::string> RemoveNode(const std::string& name);
 
   // The plan of one node (nullopt if unknown); of every node, sorted by node name.
-  std::optional<NodePlan> PlanFor(const std::string& node) const;
-  std::vector<NodePlan> PlanAll() const;
+  std::optional<NodePlacement> PlacementFor(const std::string& node) const;
+  std::vector<NodePlacement> AllPlacements() const;
 
   size_t ModuleCount() const { return module_index_.size(); }
   size_t NodeCount() const { return node_index_.size(); }
@@ -130,7 +130,7 @@ class Planner {
   Decision Decide(const ModuleSlot& m, const NodeSlot& n, const Decision& previous) const;
   // Recomputes one module on every node; returns the changed nodes.
   std::vector<std::string> RecomputeModule(size_t slot);
-  NodePlan BuildPlan(const NodeSlot& n) const;
+  NodePlacement BuildPlacement(const NodeSlot& n) const;
 
   std::vector<ModuleSlot> modules_;
   std::vector<size_t> free_modules_;
@@ -150,10 +150,10 @@ class Planner {
 };
 
 // The whole plan in one call, for the CLI and tests.
-struct PlanResult {
-  std::unique_ptr<Planner> planner;  // owns what the NodePlans point to
-  std::vector<NodePlan> nodes;
+struct PlacementResult {
+  std::unique_ptr<Placer> placer;  // owns what the NodePlacements point to
+  std::vector<NodePlacement> nodes;
 };
-PlanResult PlanOnce(std::vector<api::Module> modules, std::vector<api::Node> nodes);
+PlacementResult PlaceOnce(std::vector<api::Module> modules, std::vector<api::Node> nodes);
 
-}  // namespace kmodd::plan
+}  // namespace kmodd::placement

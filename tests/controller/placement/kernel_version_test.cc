@@ -1,11 +1,11 @@
 #include <catch2/catch.hpp>
 
-#include "controller/plan/kernel_version.h"
+#include "controller/placement/kernel_version.h"
 
-using kmodd::plan::NormalizeKernelVersion;
-using kmodd::plan::Substitute;
-using kmodd::plan::TemplateVars;
-using kmodd::plan::TrimKernelPlus;
+using kmodd::placement::NormalizeKernelVersion;
+using kmodd::placement::Substitute;
+using kmodd::placement::TemplateVars;
+using kmodd::placement::TrimKernelPlus;
 
 TEST_CASE("kernel versions lose exactly one trailing plus, as KMM trims them") {
   CHECK(TrimKernelPlus("6.12.9+") == "6.12.9");

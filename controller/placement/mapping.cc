@@ -1,10 +1,10 @@
-#include "controller/plan/mapping.h"
+#include "controller/placement/mapping.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "controller/plan/kernel_version.h"
+#include "controller/placement/kernel_version.h"
 
-namespace kmodd::plan {
+namespace kmodd::placement {
 
 CompiledModule::CompiledModule(api::Module m) : module_(std::move(m)) {
   if (const auto* c = loader()) {
@@ -97,4 +97,4 @@ absl::StatusOr<std::optional<ResolvedConfig>> CompiledModule::Resolve(
   return r;
 }
 
-}  // namespace kmodd::plan
+}  // namespace kmodd::placement
