@@ -54,7 +54,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 
 step "CRD, namespaces, three Nodes"
 k apply -f "$src/deploy/crd/kmm.sigs.x-k8s.io_modules.yaml" >/dev/null
-k wait --for condition=Established crd/modules.kmm.sigs.x-k8s.io --timeout=60s >/dev/null
+KUBECONFIG=$KMODD_KUBE_KUBECONFIG "$src/tools/kube/wait-crd" modules.kmm.sigs.x-k8s.io
 k create namespace kmodd-system >/dev/null
 k create namespace kmm-demo >/dev/null
 for i in 0 1 2; do

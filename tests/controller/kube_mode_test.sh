@@ -62,7 +62,7 @@ node_info() {  # NODE KERNEL BOOT
 
 step "CRD, namespaces, Nodes: sim-0..2, sim-3 (a worker tainted NoExecute), gke-0"
 k apply -f "$src/deploy/crd/kmm.sigs.x-k8s.io_modules.yaml" >/dev/null
-k wait --for condition=Established crd/modules.kmm.sigs.x-k8s.io --timeout=60s >/dev/null
+KUBECONFIG=$KMODD_KUBE_KUBECONFIG "$src/tools/kube/wait-crd" modules.kmm.sigs.x-k8s.io
 k create namespace kmodd-system >/dev/null
 k create namespace kmm-demo >/dev/null
 for i in 0 1 2; do

@@ -49,7 +49,7 @@ export KUBECONFIG=$KMODD_KUBE_KUBECONFIG
 ns=kmodd-system
 
 kubectl apply -f "$src/deploy/crd/kmm.sigs.x-k8s.io_modules.yaml" >/dev/null
-kubectl wait --for=condition=Established crd/modules.kmm.sigs.x-k8s.io --timeout=60s >/dev/null
+"$src/tools/kube/wait-crd" modules.kmm.sigs.x-k8s.io
 kubectl create namespace "$ns" >/dev/null
 kubectl create namespace kmm-demo >/dev/null
 kubectl -n "$ns" create serviceaccount kmodd-agent >/dev/null

@@ -97,7 +97,7 @@ export PATH="$KMODD_KUBE_BIN:$PATH"  # kubectl built by tools/kube/setup
 export KUBECONFIG=$KMODD_KUBE_KUBECONFIG
 ns=kmodd-system
 kubectl apply -f "$root/deploy/crd/kmm.sigs.x-k8s.io_modules.yaml" >/dev/null || fail "cannot apply the CRD"
-kubectl wait --for=condition=Established crd/modules.kmm.sigs.x-k8s.io --timeout=60s >/dev/null || fail "CRD not established"
+"$root/tools/kube/wait-crd" modules.kmm.sigs.x-k8s.io || fail "CRD not established"
 kubectl create namespace "$ns" >/dev/null
 kubectl create namespace kmm-demo >/dev/null
 kubectl -n "$ns" create serviceaccount kmodd-agent >/dev/null
