@@ -284,6 +284,11 @@ TEST_CASE("agentctl --help anywhere prints the usage, of the command when one is
   out.str("");
   CHECK(Run({"load", "--help"}, "/nonexistent/agent.sock", out, err) == 0);
   CHECK_THAT(out.str(), Catch::StartsWith("usage: agentctl load -f FILE"));
+  // The command's own flags, from the flags it parses.
+  CHECK_THAT(out.str(), Catch::Contains("  -f, --filename FILE  a NodeModulesConfig module entry"));
+  out.str("");
+  CHECK(Run({"events", "--socket", "/x", "--help", "-f"}, "/nonexistent/agent.sock", out, err) == 0);
+  CHECK_THAT(out.str(), Catch::Contains("  --replay      with -f: the recent events first"));
   CHECK(err.str().empty());
 }
 

@@ -72,7 +72,7 @@ std::optional<int> Context::Parse(flags::FlagSet& flags,
   if (!outcome.ok()) {
     return Usage(std::string(outcome.status().message()));
   }
-  if (*outcome == flags::FlagSet::Outcome::kHelp) {  // not reached: Run takes --help
+  if (*outcome == flags::FlagSet::Outcome::kHelp) {  // `agentctl COMMAND --help`
     out << flags.Help();
     return 0;
   }
@@ -117,9 +117,8 @@ int Run(const std::vector<std::string>& args, const std::string& default_socket,
       continue;
     }
     const std::string usage = absl::StrCat("usage: agentctl ", c.usage, "\n\n", c.help, "\n");
-    if (help) {
-      out << usage;
-      return 0;
+    if (help) {  // the command's own flags say what they do
+      return c.run(Context{socket, "", usage, out, err}, {"--help"});
     }
     if (!output.empty() && c.outputs.count(output) == 0) {
       err << "error: " << name << " does not print -o " << output;
