@@ -124,10 +124,13 @@ void ReadContainer(YamlReader& r, CommonContainerSpec& c) {
     s.String("mountPath", v.mount_path);
     s.Bool("readOnly", v.read_only);
     s.String("subPath", v.sub_path);
+    s.String("subPathExpr", v.sub_path_expr);
     s.String("mountPropagation", v.mount_propagation);
-    s.Ignore("subPathExpr");
-    s.Ignore("recursiveReadOnly");
+    s.String("recursiveReadOnly", v.recursive_read_only);
   });
+  r.Raw("securityContext", c.security_context);
+  r.Raw("startupProbe", c.startup_probe);
+  r.Raw("livenessProbe", c.liveness_probe);
 }
 
 constexpr const char* kOtherVolumeSources[] = {

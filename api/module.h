@@ -139,7 +139,9 @@ struct VolumeMount {
   std::string mount_path;
   bool read_only = false;
   std::string sub_path;
+  std::string sub_path_expr;
   std::string mount_propagation;
+  std::string recursive_read_only;
   bool operator==(const VolumeMount&) const = default;
 };
 
@@ -165,6 +167,12 @@ struct CommonContainerSpec {
   std::string image_pull_policy;
   Opaque resources;
   std::vector<VolumeMount> volume_mounts;
+  // KMM's 2026 additions (upstream PRs #1322, #1323), Kubernetes' own shapes, kept as is.
+  // Without a securityContext the container is privileged, as before them; the probes
+  // are refused on init containers.
+  Opaque security_context;
+  Opaque startup_probe;
+  Opaque liveness_probe;
   bool operator==(const CommonContainerSpec&) const = default;
 };
 

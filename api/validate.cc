@@ -26,7 +26,9 @@ using Errors = std::vector<FieldError>;
 constexpr size_t kMaxNameAndNamespace = 41;
 // MODULE_NAME_LEN is 64 - sizeof(unsigned long) on 64-bit kernels, counting the NUL.
 constexpr size_t kMaxKernelModuleName = 55;
-constexpr const char* kAllowedHostPathRoots[] = {"/dev", "/sys", "/var", "/opt", "/run"};
+// KMM's list, and /etc/cdi: CDI specs live in /etc/cdi and /var/run/cdi, and a DRA driver or
+// device plugin that writes them needs it (KMM's webhook refuses it).
+constexpr const char* kAllowedHostPathRoots[] = {"/dev", "/sys", "/var", "/opt", "/run", "/etc/cdi"};
 
 void Add(Errors& errors, std::string path, std::string message) {
   errors.push_back(FieldError{std::move(path), std::move(message)});
@@ -108,6 +110,14 @@ void CheckPluginPod(const CommonContainerSpec& container,
   if (init_container.has_value()) {
     CheckPullPolicy(base + ".initContainer.imagePullPolicy", init_container->image_pull_policy,
                     errors);
+    // As KMM's webhook: an init container runs to completion, a probe there never applies.
+    for (const auto& [field, probe] : {std::pair{"startupProbe", &init_container->startup_probe},
+                                       std::pair{"livenessProbe", &init_container->liveness_probe}}) {
+      if (probe->Present()) {
+        Add(errors, absl::StrCat(base, ".initContainer.", field),
+            "probes are not allowed on an init container; put it on the container");
+      }
+    }
   }
   for (size_t i = 0; i < volumes.size(); ++i) {
     if (!volumes[i].host_path.has_value()) {
@@ -118,8 +128,8 @@ void CheckPluginPod(const CommonContainerSpec& container,
                      [&](const char* root) { return IsUnder(clean, root); })) {
       Add(errors, Index(base + ".volumes", i) + ".hostPath.path",
           absl::StrCat(Quote(volumes[i].host_path->path),
-                       " is not allowed; only /dev, /sys, /var, /opt, /run or paths under them ",
-                       "are permitted"));
+                       " is not allowed; only /dev, /sys, /var, /opt, /run, /etc/cdi or paths ",
+                       "under them are permitted"));
     }
   }
 }

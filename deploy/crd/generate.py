@@ -189,6 +189,10 @@ def common_container():
             "subPathExpr": string(),
             "mountPropagation": string(),
         })),
+        "securityContext": opaque_object(
+            "A Kubernetes SecurityContext, kept as is; without one the container is privileged."),
+        "startupProbe": opaque_object("A Kubernetes Probe, kept as is (not on an initContainer)."),
+        "livenessProbe": opaque_object("A Kubernetes Probe, kept as is (not on an initContainer)."),
     }, "A container of the DaemonSet kmodd passes through.")
 
 

@@ -68,8 +68,11 @@ spec:
       image: reg/plugin:1
       args: [--x]
       env: [{name: A, value: "1"}, {name: B, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}]
-      volumeMounts: [{name: dev, mountPath: /dev, readOnly: true}]
+      volumeMounts: [{name: dev, mountPath: /dev, readOnly: true, subPathExpr: $(NODE), recursiveReadOnly: Enabled}]
       resources: {limits: {cpu: 100m}}
+      securityContext: {capabilities: {drop: [ALL]}, readOnlyRootFilesystem: true}
+      startupProbe: {exec: {command: [test, -S, /var/lib/kubelet/device-plugins/gpu.sock]}, failureThreshold: 60}
+      livenessProbe: {grpc: {port: 51515}}
     volumes:
       - {name: dev, hostPath: {path: /dev, type: Directory}}
       - {name: cfg, configMap: {name: plugin-config}}
@@ -148,6 +151,12 @@ TEST_CASE("decoder reads every spec and status field of a KMM v1beta1 Module") {
   CHECK(dp.automount_service_account_token == false);
   CHECK(dp.container.env[1].value_from.json.find("spec.nodeName") != std::string::npos);
   CHECK(dp.container.volume_mounts[0].read_only);
+  CHECK(dp.container.volume_mounts[0].sub_path_expr == "$(NODE)");
+  CHECK(dp.container.volume_mounts[0].recursive_read_only == "Enabled");
+  CHECK(dp.container.security_context.json.find("readOnlyRootFilesystem") != std::string::npos);
+  CHECK(dp.container.startup_probe.json.find("failureThreshold") != std::string::npos);
+  CHECK(dp.container.liveness_probe.json.find("51515") != std::string::npos);
+  CHECK_FALSE(m.spec.dra.has_value());
   CHECK(dp.container.resources.Present());
   CHECK(dp.volumes[0].host_path->path == "/dev");
   CHECK(dp.volumes[1].other_sources.json == R"({"configMap":{

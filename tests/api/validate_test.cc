@@ -170,7 +170,7 @@ TEST_CASE("validation checks the DRA driver and device class names") {
   });
 }
 
-TEST_CASE("validation lets plugins mount host paths under /dev, /sys, /var, /opt and /run only") {
+TEST_CASE("validation lets plugins mount host paths under /dev, /sys, /var, /opt, /run and /etc/cdi only") {
   auto dra = [](const std::string& path) {
     return "spec:\n  selector: {}\n  dra: {driverName: d, container: {image: 'r/dra:1'}, "
            "volumes: [{name: v, hostPath: {path: '" +
@@ -186,13 +186,40 @@ TEST_CASE("validation lets plugins mount host paths under /dev, /sys, /var, /opt
       {"/run itself", dp("/run"), "", ""},
       {"a path that cleans to /var/lib", dp("/opt/../var//lib/"), "", ""},
       {"/sys for DRA", dra("/sys/class"), "", ""},
+      {"/etc/cdi for DRA (CDI specs; KMM refuses it)", dra("/etc/cdi"), "", ""},
+      {"/etc/cdi for a device plugin", dp("/etc/cdi/"), "", ""},
       {"/etc", dp("/etc"), "spec.devicePlugin.volumes[0].hostPath.path",
-       "only /dev, /sys, /var, /opt, /run or paths under them are permitted"},
+       "only /dev, /sys, /var, /opt, /run, /etc/cdi or paths under them are permitted"},
+      {"a sibling of /etc/cdi", dra("/etc/cdi2"), "spec.dra.volumes[0].hostPath.path",
+       "\"/etc/cdi2\" is not allowed"},
+      {"an escape from /etc/cdi", dra("/etc/cdi/../passwd"), "spec.dra.volumes[0].hostPath.path",
+       "is not allowed"},
       {"a sibling of /dev", dp("/devices"), "spec.devicePlugin.volumes[0].hostPath.path",
        "\"/devices\" is not allowed"},
       {"an escape from /dev", dp("/dev/../etc"), "spec.devicePlugin.volumes[0].hostPath.path",
        "is not allowed"},
       {"/root for DRA", dra("/root"), "spec.dra.volumes[0].hostPath.path", "/run"},
+  });
+}
+
+TEST_CASE("validation refuses probes on plugin init containers, as KMM's webhook does") {
+  auto dp = [](const std::string& init) {
+    return "spec:\n  selector: {}\n  devicePlugin: {container: {image: 'r/dp:1', livenessProbe: "
+           "{exec: {command: [true]}}, startupProbe: {tcpSocket: {port: 1}}, securityContext: "
+           "{privileged: false}}, initContainer: {image: 'r/init:1', " +
+           init + "}}\n";
+  };
+  auto dra = [](const std::string& init) {
+    return "spec:\n  selector: {}\n  dra: {driverName: d, container: {image: 'r/dra:1'}, "
+           "initContainer: {image: 'r/init:1', " +
+           init + "}}\n";
+  };
+  CheckRows({
+      {"probes on the container, a securityContext on both", dp("securityContext: {}"), "", ""},
+      {"a liveness probe on the init container", dp("livenessProbe: {exec: {command: [x]}}"),
+       "spec.devicePlugin.initContainer.livenessProbe", "probes are not allowed on an init container"},
+      {"a startup probe on DRA's init container", dra("startupProbe: {grpc: {port: 5}}"),
+       "spec.dra.initContainer.startupProbe", "put it on the container"},
   });
 }
 
