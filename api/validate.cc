@@ -401,6 +401,28 @@ Errors Validate(const Module& m, const ModuleLoaderContainerSpec* old) {
 
 }  // namespace
 
+std::vector<FieldError> KubernetesOnlyFields(const Module& m) {
+  std::vector<FieldError> out;
+  const char* loader = m.spec.module_loader.has_value()
+                           ? "; the module itself is loaded"
+                           : "; with no moduleLoader either, this Module does nothing here";
+  if (m.spec.device_plugin.has_value()) {
+    out.push_back(FieldError{
+        "spec.devicePlugin",
+        absl::StrCat("not acted on without Kubernetes: the device plugin runs as a DaemonSet, "
+                     "which only `kmodd-controller run --kubernetes` makes",
+                     loader)});
+  }
+  if (m.spec.dra.has_value()) {
+    out.push_back(FieldError{
+        "spec.dra",
+        absl::StrCat("not acted on without Kubernetes: the DRA driver runs as a DaemonSet with "
+                     "DeviceClasses, which only `kmodd-controller run --kubernetes` makes",
+                     loader)});
+  }
+  return out;
+}
+
 bool IsValidKernelModuleName(std::string_view name) {
   return !name.empty() && name.size() <= kMaxKernelModuleName &&
          std::all_of(name.begin(), name.end(), [](char c) {

@@ -21,6 +21,12 @@ std::vector<FieldError> ValidateModule(const Module& m);
 // ValidateModule on the new object.
 std::vector<FieldError> ValidateModuleUpdate(const Module& old_module, const Module& new_module);
 
+// The fields of `m` that only Kubernetes acts on (spec.devicePlugin and spec.dra: DaemonSets
+// and DeviceClasses), each with a sentence saying so: warnings wherever a Module is read
+// without Kubernetes (`validate`, `plan`, the standalone controller), so that a plugin that
+// will not run there is never dropped silently. Empty when there are none.
+std::vector<FieldError> KubernetesOnlyFields(const Module& m);
+
 // Every rule of ValidateModule that bears on the fields one node's module entry carries
 // (NodeModulesConfig spec.modules[]: what the controller sends an agent, and what
 // `agentctl load` sends it), with paths relative to the entry (e.g. config.modprobe.dirName).

@@ -75,6 +75,10 @@ void ValidateDecoded(api::Decoded& d) {
     for (auto& e : errors) {
       d.errors.push_back(api::Diagnostic{lm.source, lm.LineOf(e.path), object, e.path, e.message});
     }
+    for (auto& w : api::KubernetesOnlyFields(lm.object)) {
+      d.warnings.push_back(
+          api::Diagnostic{lm.source, lm.LineOf(w.path), object, w.path, w.message});
+    }
     if (auto [it, fresh] = seen.emplace(lm.object.Key(), absl::StrCat(lm.source, ":", lm.line));
         !fresh) {
       d.errors.push_back(api::Diagnostic{

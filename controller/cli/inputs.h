@@ -19,7 +19,9 @@ api::Decoded DecodePaths(const std::vector<std::string>& paths);
 std::string JoinPaths(const std::vector<std::string>& paths);
 
 // Validates every decoded Module, adds their errors to `d.errors` (located at the Module's
-// file), drops invalid Modules, and reports a Module defined twice.
+// file), drops invalid Modules, and reports a Module defined twice. The fields only
+// Kubernetes acts on (api::KubernetesOnlyFields) are warnings: these commands read Modules
+// without it.
 void ValidateDecoded(api::Decoded& d);
 
 // Prints warnings then errors, one per line.

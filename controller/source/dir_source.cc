@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "api/validate.h"
 #include "common/file.h"
 
 namespace kmodd::source {
@@ -176,6 +177,34 @@ void DirSource::DrainLocked() {
   }
 }
 
+void DirSource::WarnKubernetesOnly(const std::vector<ModuleChanges>& changes) {
+  for (const ModuleChanges& c : changes) {
+    for (const std::string& key : c.removed) {
+      kube_only_.erase(key);
+    }
+    for (const api::Module& m : c.set) {
+      const std::vector<api::FieldError> fields = api::KubernetesOnlyFields(m);
+      std::string paths;
+      for (const api::FieldError& f : fields) {
+        absl::StrAppend(&paths, paths.empty() ? "" : ",", f.path);
+      }
+      if (paths.empty()) {
+        kube_only_.erase(m.Key());
+        continue;
+      }
+      std::string& warned = kube_only_[m.Key()];
+      if (warned == paths) {
+        continue;
+      }
+      warned = paths;
+      for (const api::FieldError& f : fields) {
+        log_.Warn("Module field not acted on in standalone mode",
+                  {{"module", m.Key()}, {"field", f.path}, {"why", f.message}});
+      }
+    }
+  }
+}
+
 void DirSource::Rescan(bool initial, const std::set<std::string>& writing) {
   std::error_code ec;
   std::vector<std::string> listed;
@@ -217,6 +246,7 @@ void DirSource::Rescan(bool initial, const std::set<std::string>& writing) {
                  {{"file", file}, {"error", text.status().ToString()}});
     }
   }
+  WarnKubernetesOnly(update.changes);
   update.errors = files_.Errors();
   update.module_count = files_.ModuleCount();
   const bool errors_changed =

@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -88,6 +89,8 @@ class DirSource : public ModuleSource {
   // With mu_ held: reads the pending inotify events and tracks which manifests are open
   // for writing.
   void DrainLocked();
+  // Logs, once per Module, the fields the standalone controller does not act on.
+  void WarnKubernetesOnly(const std::vector<ModuleChanges>& changes);
 
   const std::string dir_;
   const Clock& clock_;
@@ -96,6 +99,9 @@ class DirSource : public ModuleSource {
   Callback on_update_;
   ModuleFiles files_;                      // reader thread
   std::vector<api::Diagnostic> reported_;  // the errors last logged (reader thread)
+  // Module key -> the Kubernetes-only fields last warned about (reader thread): each
+  // Module's warning is logged once, and again only when those fields change.
+  std::map<std::string, std::string> kube_only_;
   Fd inotify_;
   Fd wake_;  // eventfd: Stop wakes the watcher
 

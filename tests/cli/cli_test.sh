@@ -44,6 +44,14 @@ case "$case_name" in
     expect_in "$tmp/err" "Module ops/typed: spec.selector: missing; set the node labels"
     expect_in "$tmp/err" "warning: $root/tests/cli/data/invalid.yaml:26: Module ops/typed: spec.moduleLoader.container.kernalMappings: unknown field"
     ;;
+  kubernetes-only-warned)
+    # A device plugin is a DaemonSet: without Kubernetes it is said once, never dropped silently.
+    expect_rc 0 "$bin" validate -f "$root/examples/modules"
+    expect_in "$tmp/err" "warning: $root/examples/modules/gpu.yaml:40: Module intel-gpu/gpu-xe: spec.devicePlugin: not acted on without Kubernetes"
+    [[ $(grep -c "not acted on without Kubernetes" "$tmp/err") == 1 ]] || { cat "$tmp/err"; fail "want one warning"; }
+    expect_rc 0 "$bin" plan --modules "$root/examples/modules" --nodes "$root/examples/nodes.yaml"
+    expect_in "$tmp/err" "spec.devicePlugin: not acted on without Kubernetes: the device plugin runs as a DaemonSet, which only \`kmodd-controller run --kubernetes\` makes; the module itself is loaded"
+    ;;
   invalid-plan-exits-1)
     expect_rc 1 "$bin" plan --modules "$root/tests/cli/data/invalid.yaml" --nodes "$root/examples/nodes.yaml"
     expect_in "$tmp/err" "no plan"
