@@ -32,14 +32,15 @@ std::string Fingerprint(const ModuleState* state, bool reported,
 
 // The hub as of one change, and the source as it is.
 struct KubeWriter::Snapshot final : WriterView {
-  std::map<std::string, NodeRecord> records;
+  std::set<std::string> nodes;  // the nodes the hub had records of
   std::map<std::string, ModuleState> modules;
   std::set<std::string> reported;  // Modules some connected agent reports
   source::KubeSource* source = nullptr;
+  Hub* hub = nullptr;
 
+  // As the hub has it now: a node's key may be queued before the next snapshot.
   std::optional<NodeRecord> Record(const std::string& node) const override {
-    auto it = records.find(node);
-    return it == records.end() ? std::nullopt : std::optional(it->second);
+    return hub->Node(node);
   }
   std::optional<source::NodeMeta> ApiNode(const std::string& node) const override {
     return source->Node(node);
@@ -108,24 +109,49 @@ std::shared_ptr<const KubeWriter::Snapshot> KubeWriter::snapshot() {
 void KubeWriter::Watch() {
   uint64_t seen = 0;
   Clock::Monotonic next_resync = clock_.MonotonicNow() + options_.resync;
+  Clock::Monotonic next_snapshot = clock_.MonotonicNow();
+  HubChanges pending;  // taken in since the last snapshot, not yet in one
+  bool pending_any = false;
   while (!stopping()) {
     Clock::Monotonic deadline = next_resync;
     if (!leading_ || owed_.load()) {
       deadline = std::min(deadline, clock_.MonotonicNow() + options_.recheck);
     }
+    if (pending_any) {
+      deadline = std::min(deadline, next_snapshot);
+    }
     // The hub waits on its own clock, the one this writer is given too (run_cmd passes one
     // clock to both; so do the tests).
-    const HubChanges changes = hub_.WaitForChanges(
+    HubChanges changes = hub_.WaitForChanges(
         seen, std::max(deadline - clock_.MonotonicNow(), Clock::Monotonic::duration::zero()));
     if (stopping()) {
       return;
     }
-    seen = changes.number;
-    const bool resync = clock_.MonotonicNow() >= next_resync;
-    if (resync) {
-      next_resync = clock_.MonotonicNow() + options_.resync;
+    if (changes.number != seen) {
+      pending_any = true;
+      pending.all = pending.all || changes.all;
+      pending.nodes.merge(changes.nodes);
     }
-    TakeIn(changes, resync);
+    seen = changes.number;
+    pending.number = seen;
+    const Clock::Monotonic now = clock_.MonotonicNow();
+    const bool resync = now >= next_resync;
+    if (resync) {
+      next_resync = now + options_.resync;
+    }
+    if (!resync && pending_any && now < next_snapshot && !pending.all && leading_ &&
+        !owed_.load()) {
+      // Too soon for another snapshot: the nodes now, the Modules at next_snapshot.
+      for (const std::string& name : pending.nodes) {
+        queue_.Add(kNodeKey + name);
+      }
+      pending.nodes.clear();
+      continue;
+    }
+    TakeIn(pending, resync);
+    pending = HubChanges{};
+    pending_any = false;
+    next_snapshot = now + options_.snapshot_interval;
   }
 }
 
@@ -154,13 +180,14 @@ void KubeWriter::TakeIn(const HubChanges& c, bool everything) {
   const ControllerStatus st = hub_.Status();
   auto snap = std::make_shared<Snapshot>();
   snap->source = &source_;
+  snap->hub = &hub_;
   for (const NodeRecord& n : st.nodes) {
     if (n.connected) {
       for (const ReportedModule& m : n.modules) {
         snap->reported.insert(m.key);
       }
     }
-    snap->records.emplace(n.name, n);
+    snap->nodes.insert(n.name);
   }
   for (const ModuleState& m : st.modules) {
     snap->modules.emplace(absl::StrCat(m.namespace_, "/", m.name), m);
@@ -183,7 +210,7 @@ void KubeWriter::TakeIn(const HubChanges& c, bool everything) {
 
   std::vector<std::string> keys;
   if (everything) {
-    for (const auto& [name, rec] : snap->records) {
+    for (const std::string& name : snap->nodes) {
       keys.push_back(kNodeKey + name);
     }
   } else {

@@ -15,7 +15,7 @@
 // One watcher thread turns hub changes into keys: the nodes the hub says changed (a
 // report, a connection, the Node as watched: Hub::WaitForChanges), and the Modules whose
 // status, connected reporters or object changed since the last change it took in (one
-// status snapshot per wake, which the workers read). On becoming leader (or when the
+// status snapshot per wake, at most one per `snapshot_interval`, which the workers read). On becoming leader (or when the
 // source first syncs) every key is queued once; so it is every `resync` (5 min), a safety
 // net for what no change announces (a Module edited while rejected, a lost write). Not
 // leading, nothing is written and what was written is forgotten.
@@ -54,6 +54,11 @@ struct KubeWriterOptions {
   // While every key is owed but cannot be queued yet (not leading after a lost write, the
   // source not yet synced), leadership and the source are looked at again this often.
   std::chrono::nanoseconds recheck = std::chrono::seconds(1);
+  // The hub's status is read (a copy of every node record and Module status, under the
+  // hub's lock) at most this often: while a thousand agents report, once per report was
+  // quadratic. The nodes a change names are queued at once all the same; their duty reads
+  // the hub's record of the node as it is, not the snapshot.
+  std::chrono::nanoseconds snapshot_interval = std::chrono::milliseconds(100);
   WorkQueueOptions queue = {};
 };
 

@@ -690,3 +690,29 @@ TEST_CASE("Kubernetes mode: a status changed behind the writer's back is written
   h.clock.Advance(kmodd::server::KubeWriterOptions{}.resync);
   REQUIRE(Eventually([&] { return h.DesiredNumber() == 1; }));
 }
+
+TEST_CASE("Kubernetes mode: node labels follow each report at once; Module status at most once per snapshot interval") {
+  kmodd::server::KubeWriterOptions options;
+  options.snapshot_interval = std::chrono::hours(1);
+  WriterHarness h({"w1", "w2"}, options);
+  auto available = [&] {
+    auto m = h.api.Get(h.kModules + "/a");
+    return m.ok() ? kmodd::IntAt(*m, {"status", "moduleLoader", "availableNumber"}) : -1;
+  };
+  h.writer->Start();
+  // The first snapshot is taken at once: nothing loaded yet.
+  REQUIRE(Eventually([&] { return h.DesiredNumber() == 2; }));
+  CHECK(available() == 0);
+
+  LockedStream w1;
+  Connect(h.hub, w1, "w1", {"a"});
+  REQUIRE(Eventually([&] { return NodeLabelsOf(h.api, "w1").count(kReadyA) == 1; }));
+  LockedStream w2;
+  Connect(h.hub, w2, "w2", {"a"});
+  REQUIRE(Eventually([&] { return NodeLabelsOf(h.api, "w2").count(kReadyA) == 1; }));
+  // Both labels are written, and the status has not been read again: it waits for the
+  // interval, then counts both at once.
+  CHECK(available() == 0);
+  h.clock.Advance(std::chrono::hours(1));
+  REQUIRE(Eventually([&] { return available() == 2; }));
+}
