@@ -66,14 +66,17 @@ KubeWriter::KubeWriter(kube::KubeClient& client, Hub& hub, source::KubeSource& s
       clock_(clock),
       log_(log),
       options_(options),
-      labeler_(client, events, clock, log),
+      labeler_(client, events, clock, log,
+               [this](std::function<void()> job) { events_.Post(std::move(job)); }),
       status_(client, events, log),
       finalizers_(client, [this](const std::string& key) { status_.Forget(key); }, log),
-      queue_(clock, options.queue) {}
+      queue_(clock, options.queue),
+      events_(log) {}
 
 KubeWriter::~KubeWriter() { Stop(); }
 
 void KubeWriter::Start() {
+  events_.Start();
   watcher_ = std::thread([this] { Watch(); });
   for (size_t i = 0; i < std::max<size_t>(options_.workers, 1); ++i) {
     workers_.emplace_back([this] { Work(); });
@@ -94,6 +97,7 @@ void KubeWriter::Stop() {
     t.join();
   }
   workers_.clear();
+  events_.Stop();  // the Events the workers posted are written first
 }
 
 bool KubeWriter::stopping() {

@@ -36,6 +36,7 @@
 #include "common/log.h"
 #include "controller/kube/client.h"
 #include "controller/kube/events.h"
+#include "controller/kube_mode/event_queue.h"
 #include "controller/kube_mode/finalizer_writer.h"
 #include "controller/kube_mode/kube_source.h"
 #include "controller/kube_mode/module_status_writer.h"
@@ -98,7 +99,7 @@ class KubeWriter {
   Logger& log_;
   const KubeWriterOptions options_;
 
-  NodeLabeler labeler_;
+  NodeLabeler labeler_;  // posts its Node Events on events_
   ModuleStatusWriter status_;
   FinalizerWriter finalizers_;
   WorkQueue queue_;
@@ -114,6 +115,8 @@ class KubeWriter {
   bool stopping_ = false;
   std::thread watcher_;
   std::vector<std::thread> workers_;
+  // Last: stopped and destroyed first, before the labeler whose jobs it runs.
+  EventQueue events_;
 };
 
 }  // namespace kmodd::server

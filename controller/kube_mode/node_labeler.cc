@@ -65,8 +65,8 @@ std::optional<Value> LabelPatch(const Labels& current, const Labels& desired) {
 }
 
 NodeLabeler::NodeLabeler(kube::KubeClient& client, kube::EventRecorder& events,
-                         const Clock& clock, Logger& log)
-    : client_(client), events_(events), clock_(clock), log_(log) {}
+                         const Clock& clock, Logger& log, Post post)
+    : client_(client), events_(events), post_(std::move(post)), clock_(clock), log_(log) {}
 
 void NodeLabeler::Reset() {
   std::lock_guard lock(mu_);
@@ -156,10 +156,16 @@ ReconcileResult NodeLabeler::Reconcile(const WriterView& view, const std::string
 }
 
 void NodeLabeler::Record(const source::NodeMeta& node, const NodeEvent& e) {
-  kube::ObjectReference ref{"v1", "Node", "", node.name, node.uid};
-  if (absl::Status s = events_.Record(ref, e.type, e.reason, e.message, e.annotations);
-      !s.ok()) {
-    log_.Warn("cannot record a Node event", {{"node", node.name}, {"error", s.ToString()}});
+  auto record = [this, ref = kube::ObjectReference{"v1", "Node", "", node.name, node.uid}, e] {
+    if (absl::Status s = events_.Record(ref, e.type, e.reason, e.message, e.annotations);
+        !s.ok()) {
+      log_.Warn("cannot record a Node event", {{"node", ref.name}, {"error", s.ToString()}});
+    }
+  };
+  if (post_) {
+    post_(std::move(record));
+  } else {
+    record();
   }
 }
 

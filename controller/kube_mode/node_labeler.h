@@ -18,6 +18,7 @@
 // Thread-safe; the same node is never reconciled by two workers at once (work_queue.h).
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -50,8 +51,11 @@ std::optional<Value> LabelPatch(const Labels& current, const Labels& desired);
 
 class NodeLabeler {
  public:
+  // `post` runs the Event writes that follow a label write (KubeWriter: on its EventQueue,
+  // so that the next node's label does not wait for them); by default, inline.
+  using Post = std::function<void(std::function<void()>)>;
   NodeLabeler(kube::KubeClient& client, kube::EventRecorder& events, const Clock& clock,
-              Logger& log);
+              Logger& log, Post post = nullptr);
 
   ReconcileResult Reconcile(const WriterView& view, const std::string& node);
   // Leadership lost: what was written and refused is learnt again by the next leader.
@@ -70,6 +74,7 @@ class NodeLabeler {
 
   kube::KubeClient& client_;
   kube::EventRecorder& events_;
+  const Post post_;
   const Clock& clock_;
   Logger& log_;
 
