@@ -89,14 +89,20 @@ ReconcileResult NodeLabeler::Reconcile(const WriterView& view, const std::string
     std::lock_guard lock(mu_);
     refused_.Filter(node, desired, now);
   }
-  const std::optional<Value> patch = LabelPatch(api->labels, desired);
+  std::optional<Value> patch = LabelPatch(api->labels, desired);
   {
     std::lock_guard lock(mu_);
     auto a = applied_.find(node);
-    if (patch && a != applied_.end() && a->second.labels == desired &&
-        now - a->second.at < kRecheck) {
+    const bool fresh = a != applied_.end() && now - a->second.at < kRecheck;
+    if (patch && fresh && a->second.labels == desired) {
       // Written already; the watch may not have brought it back yet.
       return ReconcileResult::RequeueAfter(kRecheck - (now - a->second.at));
+    }
+    if (!patch && fresh && a->second.labels != desired) {
+      // The watch still shows the labels from before our last write, which wanted
+      // something else: from what that write made, not from the watch. (Nothing else
+      // would bring this node back: a change of our own labels is no hub change.)
+      patch = LabelPatch(a->second.labels, desired);
     }
   }
   LabelWrite write;

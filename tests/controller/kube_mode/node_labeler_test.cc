@@ -177,6 +177,22 @@ TEST_CASE("node labeler: a write the watch does not show yet is not repeated unt
   CHECK(h.Patches("w1") == 3);  // ours, the hand's, ours again
 }
 
+TEST_CASE("node labeler: a label wanted back before the watch shows it removed is written back") {
+  // A leader failover: w1's record briefly lacked the module, its label was removed; its
+  // next report has it Loaded again while the watch still shows the label (the removal not
+  // seen yet). The watch agrees with what is wanted, the API does not: written again, at
+  // once (nothing else would come back to this node: our own label is no hub change).
+  Harness h;
+  h.AddNode("w1", {{kReadyA, ""}});
+  h.view.records["w1"] = Reported("w1", true, {});
+  CHECK(IsOk(h.labeler.Reconcile(h.view, "w1")));
+  REQUIRE(h.LabelsOf("w1").empty());
+  h.view.records["w1"] = Reported("w1", true, {{"ns/a", kmodd::api::Phase::kLoaded, "", "", "", 0}});
+  CHECK(IsOk(h.labeler.Reconcile(h.view, "w1")));  // the view's Node still has the label
+  CHECK(h.LabelsOf("w1") == Labels{{kReadyA, ""}});
+  CHECK(h.Patches("w1") == 2);
+}
+
 TEST_CASE("node labeler: a failed write is an error for the queue to retry, and nothing is evented") {
   Harness h;
   h.AddNode("w1", {});
