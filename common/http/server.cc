@@ -1,6 +1,7 @@
 #include "common/http/server.h"
 
 #include <algorithm>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -171,6 +172,11 @@ struct Server::Impl {
   // The io_context goes last: handlers still queued in it own sessions, and sessions own
   // what they need (ServerShared), so that order is all the shutdown needs.
   asio::io_context io{1};
+  // Keeps io.run() going until Stop has waited for the sessions. Without it, once Stop has
+  // closed the acceptor and the idle connections, a connection whose request is on a worker
+  // has no operation pending on the io_context: run() returns, the I/O thread ends, and the
+  // answer the worker then posts is never written (the request Stop promised to answer).
+  asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
   tcp::acceptor acceptor{io};
   asio::steady_timer backoff_timer{io};
   std::shared_ptr<ServerShared> shared;
@@ -262,6 +268,7 @@ void Server::Stop() {
   (void)impl.shared->limiter.WaitNone(impl.shared->options.stop_grace);
   // The I/O thread first, so nothing runs on it while the workers finish and what they and
   // the budget still hold (sessions) is let go here.
+  impl.work.reset();
   impl.io.stop();
   impl.thread.join();
   beast::error_code ec;
