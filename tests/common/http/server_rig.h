@@ -11,12 +11,14 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/http/server.h"
 #include "common/http/server_tls.h"
 #include "common/log.h"
+#include "tests/common/http/raw_client.h"
 #include "tests/common/http/test_pki.h"
 
 namespace kmodd::http::testing {
@@ -29,6 +31,24 @@ inline Router EchoRoutes() {
   r.Add("GET", "/ping", RunOn::kIoThread,
         [](const ServerRequest&) { return ServerReply{200, "text/plain", "pong\n"}; });
   return r;
+}
+
+inline const std::string kSmall = "a small request body";
+
+// POST /echo answered with its body.
+inline bool Echoed(kmodd::testing::RawClient& c, const std::string& body = kSmall) {
+  if (!c.Send(kmodd::testing::PostRequest(body, "/echo"))) {
+    return false;
+  }
+  const std::optional<kmodd::testing::TestResponse> r = c.Receive();
+  return r && r->status == 200 && r->body == body;
+}
+
+// A client of a plain-HTTP server.
+inline kmodd::testing::RawClient Plain(
+    const std::string& from = "127.0.0.1",
+    std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  return kmodd::testing::RawClient(from, timeout, kmodd::testing::Wire::kPlain);
 }
 
 enum class Tls { kOn, kOff };
@@ -125,5 +145,12 @@ struct Gate {
     cv.notify_all();
   }
 };
+
+// Echo routes, /hold (on the workers) held by `gate` when `hold` says so.
+inline Router HoldRoutes(Gate& gate, std::function<bool(const ServerRequest&)> hold) {
+  Router r = EchoRoutes();
+  r.Add("POST", "/hold", RunOn::kWorkers, gate.Handler(std::move(hold)));
+  return r;
+}
 
 }  // namespace kmodd::http::testing

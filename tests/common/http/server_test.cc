@@ -23,42 +23,25 @@
 #include "common/http/server.h"
 #include "tests/common/http/raw_client.h"
 #include "tests/common/http/server_rig.h"
+#include "tests/eventually.h"
 
 namespace kmodd::http {
 namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using kmodd::testing::Eventually;
 using kmodd::testing::PostRequest;
 using kmodd::testing::RawClient;
 using kmodd::testing::TestResponse;
 using kmodd::testing::Wire;
 using testing::EchoRoutes;
+using testing::Echoed;
 using testing::Gate;
+using testing::HoldRoutes;
+using testing::Plain;
 using testing::Served;
 using testing::Tls;
-
-const std::string kSmall = "a small request body";
-
-// POST /echo answered with its body.
-bool Echoed(RawClient& c, const std::string& body = kSmall) {
-  if (!c.Send(PostRequest(body, "/echo"))) {
-    return false;
-  }
-  const std::optional<TestResponse> r = c.Receive();
-  return r && r->status == 200 && r->body == body;
-}
-
-RawClient Plain(const std::string& from = "127.0.0.1", milliseconds timeout = seconds(10)) {
-  return RawClient(from, timeout, Wire::kPlain);
-}
-
-// Echo routes, /hold (on the workers) held by `gate` when `hold` says so.
-Router HoldRoutes(Gate& gate, std::function<bool(const ServerRequest&)> hold) {
-  Router r = EchoRoutes();
-  r.Add("POST", "/hold", RunOn::kWorkers, gate.Handler(std::move(hold)));
-  return r;
-}
 
 TEST_CASE("server answers a request while another request's handler still runs") {
   Gate gate;
@@ -310,15 +293,10 @@ TEST_CASE("server closes connections past its caps at once, and serves once they
 
   held.clear();
   // The server sees each close at its next read; a request gets in as soon as slots are back.
-  bool served = false;
-  for (int i = 0; i < 100 && !served; ++i) {
+  CHECK(Eventually([&] {
     RawClient c("127.0.0.4");
-    served = c.Open(s.port()) && Echoed(c);
-    if (!served) {
-      std::this_thread::sleep_for(milliseconds(100));
-    }
-  }
-  CHECK(served);
+    return c.Open(s.port()) && Echoed(c);
+  }));
   CHECK(s.LogLines("test connections refused at the connection cap") == 1);  // both, one line
 }
 
@@ -502,37 +480,6 @@ TEST_CASE("a TLS server context refuses a key that is not its certificate's") {
   CHECK(MakeTlsServerContext("not a certificate", a.key_pem).status().code() ==
         absl::StatusCode::kInvalidArgument);
   CHECK(MakeTlsServerContext(a.cert_pem, a.key_pem).ok());
-}
-
-TEST_CASE("server at Stop answers the request in progress, closes idle ones, takes no more") {
-  Gate gate;
-  ServerOptions o;
-  o.header_timeout = seconds(120);
-  o.stop_grace = seconds(60);  // the held request is released well within it
-  auto s = std::make_unique<Served>(o, HoldRoutes(gate, [](const ServerRequest&) { return true; }),
-                                    Tls::kOff);
-  const uint16_t port = s->port();
-  RawClient busy = Plain("127.0.0.2");
-  RawClient idle = Plain("127.0.0.3");
-  REQUIRE(busy.Open(port));
-  REQUIRE(idle.Open(port));
-  REQUIRE(Echoed(idle));  // kept alive, waiting for its next request
-  REQUIRE(busy.Send(PostRequest("{}", "/hold")));
-  REQUIRE(gate.WaitHeld(1));
-
-  std::thread stopper([&] { s->server->Stop(); });
-  CHECK(idle.ClosedWithin(seconds(30)));  // long before its 120 s header timeout
-  RawClient late = Plain("127.0.0.4", seconds(2));
-  const bool late_served = late.Open(port) && Echoed(late);
-  CHECK_FALSE(late_served);
-  gate.Open();
-  const std::optional<TestResponse> r = busy.Receive();
-  stopper.join();  // before any REQUIRE: a joinable thread must not be destroyed
-  REQUIRE(r);
-  CHECK(r->body == "released\n");
-  CHECK(r->head.find("connection: close") != std::string::npos);
-  // Stop returned because the sessions ended, not because its grace ran out.
-  CHECK(s->server->stats().connections == 0);
 }
 
 }  // namespace
