@@ -72,10 +72,16 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
 
   void Run() {
     id_ = shared_->Register(this->weak_from_this());
+    if (shared_->stopping) {
+      return;  // registered after Stop looked: it would not be shut down; the socket closes
+    }
     Arm(options().header_timeout);  // the handshake and the first request's headers
     if constexpr (kTls) {
+      // No request yet: Stop ends a handshake as it ends a wait for headers.
+      waiting_ = true;
       stream_.async_handshake(ssl::stream_base::server,
                               [self = this->shared_from_this()](beast::error_code ec) {
+                                self->waiting_ = false;
                                 if (!ec) {
                                   self->ReadHeader(/*arm=*/false);
                                 }
@@ -283,7 +289,7 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
   ConnectionLimiter::Slot slot_;
   const std::string peer_;
   uint64_t id_ = 0;
-  bool waiting_ = false;  // for a request's headers: Shutdown may end it at once
+  bool waiting_ = false;  // for the handshake or a request's headers: Shutdown ends it
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   bool large_ = false;

@@ -12,11 +12,13 @@
 #include "common/http/server.h"
 #include "tests/common/http/raw_client.h"
 #include "tests/common/http/server_rig.h"
+#include "tests/eventually.h"
 
 namespace kmodd::http {
 namespace {
 
 using std::chrono::seconds;
+using kmodd::testing::Eventually;
 using kmodd::testing::PostRequest;
 using kmodd::testing::RawClient;
 using kmodd::testing::TestResponse;
@@ -56,6 +58,20 @@ TEST_CASE("server at Stop answers the request in progress, closes idle ones, tak
   CHECK(r->head.find("connection: close") != std::string::npos);
   // Stop returned because the sessions ended, not because its grace ran out.
   CHECK(s->server->stats().connections == 0);
+}
+
+TEST_CASE("server at Stop ends a TLS handshake not yet begun instead of waiting for it") {
+  ServerOptions o;
+  o.header_timeout = seconds(120);
+  o.stop_grace = seconds(60);  // far longer than Stop may take
+  Served s(o);
+  RawClient stalled("127.0.0.2");
+  REQUIRE(stalled.Connect(s.port()));  // and no ClientHello
+  REQUIRE(Eventually([&] { return s.server->stats().connections == 1; }));
+  s.server->Stop();
+  // Ended by Stop, not left to its header timeout past the grace.
+  CHECK(s.server->stats().connections == 0);
+  CHECK(stalled.ClosedWithin(seconds(30)));
 }
 
 }  // namespace
