@@ -232,6 +232,7 @@ double CpuSeconds() {
 TEST_CASE("server backs off while file descriptors run out, then serves who waited") {
   Served s;
   std::vector<std::unique_ptr<RawClient>> clients;
+  clients.reserve(3);
   for (int i = 0; i < 3; ++i) {
     clients.push_back(std::make_unique<RawClient>());  // sockets first: connect needs none
   }
