@@ -262,7 +262,7 @@ void Server::Stop() {
     impl.acceptor.close(ec);
     impl.backoff_timer.cancel();
   });
-  for (const std::shared_ptr<Connection>& c : impl.shared->Connections()) {
+  for (const std::shared_ptr<ServerConnection>& c : impl.shared->Connections()) {
     c->Shutdown();
   }
   (void)impl.shared->limiter.WaitNone(impl.shared->options.stop_grace);

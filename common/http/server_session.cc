@@ -59,14 +59,18 @@ std::optional<ServerReply> Refusal(const beast::error_code& ec) {
 }
 
 template <class Stream>
-class Session : public Connection, public std::enable_shared_from_this<Session<Stream>> {
+class Session : public ServerConnection, public std::enable_shared_from_this<Session<Stream>> {
   static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
 
  public:
   Session(tcp::socket socket, std::shared_ptr<TlsServerContext> tls,
           std::shared_ptr<ServerShared> shared, ConnectionLimiter::Slot slot, std::string peer)
-      : executor_(socket.get_executor()), tls_(std::move(tls)), stream_(MakeStream(std::move(socket))),
-        shared_(std::move(shared)), slot_(std::move(slot)), peer_(std::move(peer)) {}
+      : executor_(socket.get_executor()),
+        tls_(std::move(tls)),
+        stream_(MakeStream(std::move(socket))),
+        shared_(std::move(shared)),
+        slot_(std::move(slot)),
+        peer_(std::move(peer)) {}
 
   ~Session() override { shared_->Unregister(id_); }
 
@@ -198,7 +202,8 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
     shared_->pool.Submit(peer_, large_,
                          [self = this->shared_from_this(), handler = route.handler,
                           r = std::move(r), keep_alive]() mutable {
-                           ServerReply reply = ForMethod(r.method, Handle(*self->shared_, *handler, r));
+                           ServerReply reply =
+                               ForMethod(r.method, Handle(*self->shared_, *handler, r));
                            r = {};  // the body goes before the lease that counts it
                            const asio::any_io_executor ex = self->executor_;
                            asio::post(ex, [self = std::move(self), reply = std::move(reply),
@@ -300,7 +305,7 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
 
 }  // namespace
 
-uint64_t ServerShared::Register(const std::weak_ptr<Connection>& c) {
+uint64_t ServerShared::Register(const std::weak_ptr<ServerConnection>& c) {
   std::lock_guard lock(mu_);
   all_.emplace(++next_id_, c);
   return next_id_;
@@ -311,11 +316,11 @@ void ServerShared::Unregister(uint64_t id) {
   all_.erase(id);
 }
 
-std::vector<std::shared_ptr<Connection>> ServerShared::Connections() {
-  std::vector<std::shared_ptr<Connection>> out;
+std::vector<std::shared_ptr<ServerConnection>> ServerShared::Connections() {
+  std::vector<std::shared_ptr<ServerConnection>> out;
   std::lock_guard lock(mu_);
   for (const auto& [id, weak] : all_) {
-    if (std::shared_ptr<Connection> c = weak.lock()) {
+    if (std::shared_ptr<ServerConnection> c = weak.lock()) {
       out.push_back(std::move(c));
     }
   }

@@ -27,10 +27,12 @@ struct TlsServerContext {
   boost::asio::ssl::context context{boost::asio::ssl::context::tls_server};
 };
 
-// A connection as the server sees it at Stop.
-class Connection {
+// A connection as the server sees it at Stop. Not "Connection": the client's pool
+// (beast_pool.h) has a kmodd::http::Connection, and two classes of one name in one library
+// break the one-definition rule (a Debug build ran the client's destructor on sessions).
+class ServerConnection {
  public:
-  virtual ~Connection() = default;
+  virtual ~ServerConnection() = default;
   // From any thread: ends the connection once its current request is answered, at once
   // when it waits for one.
   virtual void Shutdown() = 0;
@@ -45,9 +47,9 @@ struct ServerShared {
         budget(std::max(options.body_memory, options.body_limit)) {}
 
   // The registry Stop walks; a connection leaves it when destroyed.
-  uint64_t Register(const std::weak_ptr<Connection>& c);
+  uint64_t Register(const std::weak_ptr<ServerConnection>& c);
   void Unregister(uint64_t id);
-  std::vector<std::shared_ptr<Connection>> Connections();
+  std::vector<std::shared_ptr<ServerConnection>> Connections();
 
   const ServerOptions options;
   const Router routes;
@@ -63,7 +65,7 @@ struct ServerShared {
  private:
   std::mutex mu_;
   uint64_t next_id_ = 0;                                        // guarded by mu_
-  std::unordered_map<uint64_t, std::weak_ptr<Connection>> all_;  // guarded by mu_
+  std::unordered_map<uint64_t, std::weak_ptr<ServerConnection>> all_;  // guarded by mu_
 };
 
 // Serves `socket` (accepted on a strand of the server's io_context) until the client, a
