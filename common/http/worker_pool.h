@@ -1,12 +1,12 @@
 #pragma once
 
 // The threads of common/http's server that run the handlers which may take long (the
-// webhook's admission reviews), off its I/O thread. Jobs whose body is large run only on the first `workers - 1` of them (on the only one
-// when there is one), so that a client sending 3 MiB bodies always leaves a thread for the
-// ordinary review of a few KiB, and so that the memory a large review leaves with the
-// allocator (some 150 MiB for 3 MiB of JSON) is kept by those threads only. Among jobs of
-// one size, clients (peers) take turns; a thread that may take either size alternates
-// when both wait, so neither starves.
+// webhook's admission reviews), off its I/O thread. Jobs whose body is large run only on the
+// first `workers - 1` of them (on the only one when there is one), so that a client sending
+// 3 MiB bodies always leaves a thread for the ordinary review of a few KiB, and so that the
+// memory a large review leaves with the allocator (some 150 MiB for 3 MiB of JSON) is kept
+// by those threads only. Among jobs of one size, clients (peers) take turns; a thread that
+// may take either size alternates when both wait, so neither starves.
 
 #include <condition_variable>
 #include <functional>
