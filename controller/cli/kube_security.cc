@@ -38,10 +38,10 @@ absl::Status KubeSecurity::Start(server::ServerOptions& sync) {
   sync.ca_pem = bundle_.ca_pem;
   sync.authenticator = &authenticator_;
   if (!config_.webhook_listen.empty()) {
-    webhook::HttpsOptions o;
+    http::ServerOptions o;
     o.listen = config_.webhook_listen;
-    absl::StatusOr<std::unique_ptr<webhook::HttpsServer>> w = webhook::HttpsServer::Start(
-        o, bundle_.cert_pem, bundle_.key_pem, webhook::RouteWebhook, log_);
+    absl::StatusOr<std::unique_ptr<webhook::WebhookServer>> w =
+        webhook::WebhookServer::Start(o, bundle_.cert_pem, bundle_.key_pem, log_);
     if (!w.ok()) {
       return w.status();
     }

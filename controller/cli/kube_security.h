@@ -22,7 +22,7 @@
 #include "common/clock.h"
 #include "controller/server/sync_server.h"
 #include "controller/kube_mode/token_review.h"
-#include "controller/webhook/https_server.h"
+#include "controller/webhook/webhook_server.h"
 
 namespace kmodd::cli {
 
@@ -60,7 +60,7 @@ class KubeSecurity {
   Logger& log_;
   certs::CertManager certs_;
   server::TokenReviewAuthenticator authenticator_;
-  std::unique_ptr<webhook::HttpsServer> webhook_;
+  std::unique_ptr<webhook::WebhookServer> webhook_;
   certs::Bundle bundle_;
   server::SyncServer* sync_ = nullptr;  // guarded by mu_
 

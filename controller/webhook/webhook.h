@@ -3,7 +3,7 @@
 // The Module admission webhook's decision, as a pure function of the AdmissionReview the
 // API server sends (admission.k8s.io/v1): the same decoding and validation as
 // `kmodd-controller validate`, every problem named by its field path. The HTTPS transport
-// is in https_server.h.
+// is in webhook_server.h.
 
 #include <string>
 #include <string_view>

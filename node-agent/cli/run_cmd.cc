@@ -27,7 +27,7 @@
 #include "node-agent/server/image_gc.h"
 #include "node-agent/server/local_service.h"
 #include "node-agent/server/metrics.h"
-#include "node-agent/server/metrics_server.h"
+#include "node-agent/server/metrics_routes.h"
 #include "node-agent/server/node_info.h"
 #include "node-agent/server/reconciler.h"
 #include "node-agent/server/sync_client.h"
@@ -305,12 +305,12 @@ int RunCommand(const std::vector<std::string>& args) {
   ImageGc gc(clock, kImageGcPeriod,
                      [&] { return PruneUnusedImages(reconciler, cache, state); }, log);
   gc.Start();
-  std::unique_ptr<MetricsServer> metrics_server;
+  std::unique_ptr<http::Server> metrics_server;
   if (!o.metrics.empty()) {
     HttpHandlers h;
     h.metrics = [&metrics, &state] { return MetricsText(metrics, state); };
     h.healthy = [&reconciler] { return !reconciler.Wedged(); };
-    auto m = MetricsServer::Start(io, o.metrics, std::move(h));
+    auto m = http::Server::Start(MetricsServerOptions(o.metrics), MetricsRoutes(std::move(h)), log);
     if (!m.ok()) {
       return fail("cannot serve metrics", m.status());
     }
@@ -322,6 +322,9 @@ int RunCommand(const std::vector<std::string>& args) {
                              {"metrics", o.metrics}});
   io.run();
 
+  if (metrics_server) {
+    metrics_server->Stop();  // before what its handlers read
+  }
   gc.Stop();
   if (sync) {
     sync->Stop();

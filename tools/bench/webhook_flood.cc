@@ -4,14 +4,15 @@
 // a server built from any revision; tools/bench/webhook_flood/run puts two side by side.
 //
 //   webhook_flood serve PORT_FILE         the webhook's HTTPS server on 127.0.0.1, port 0,
-//                                         until SIGTERM (RouteWebhook, a fresh CA)
+//                                         until SIGTERM (its Routes(), a fresh CA)
 //   webhook_flood load PORT [--flood N] [--body KIND] [--seconds S] [--interval-ms I]
 //                                         N connections from 127.0.0.2 send KIND bodies in a
 //                                         loop while, from 127.0.0.1, a valid Module is due
 //                                         every I ms (each on its own thread, on a kept-alive
 //                                         connection when one is idle); prints the median,
 //                                         p99 and max of the time from due to answer
-//   webhook_flood cost                    how long RouteWebhook takes on each KIND, in process
+//   webhook_flood cost                    how long the webhook's route takes on each KIND,
+//                                         in process
 //
 // KIND: mappings (a Module with ~25,000 kernelMappings, each validated: the costliest),
 // labels (~100,000 labels), garbage (3 MiB that is not JSON).
@@ -39,16 +40,16 @@
 #include "common/flags.h"
 #include "common/log.h"
 #include "controller/certs/pki.h"
-#include "controller/webhook/https_server.h"
-// The raw TLS client of the server's tests: it binds any loopback source address, so the
-// flood and the probe are two clients.
-#include "tests/controller/webhook/tls_client.h"
+#include "controller/webhook/webhook_server.h"
+// The raw client of the server's tests: it binds any loopback source address, so the flood
+// and the probe are two clients.
+#include "tests/common/http/raw_client.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using kmodd::testing::TestResponse;
-using kmodd::testing::TlsTestClient;
+using kmodd::testing::RawClient;
 
 constexpr size_t kBodyLimit = 3 << 20;  // the server's default, and the API server's cap
 
@@ -122,10 +123,9 @@ int Serve(const std::string& port_file) {
     std::fprintf(stderr, "%s\n", cert.status().ToString().c_str());
     return 1;
   }
-  kmodd::webhook::HttpsOptions o;
+  kmodd::http::ServerOptions o;
   o.listen = "127.0.0.1:0";
-  auto server = kmodd::webhook::HttpsServer::Start(o, cert->cert_pem, cert->key_pem,
-                                                   kmodd::webhook::RouteWebhook, log);
+  auto server = kmodd::webhook::WebhookServer::Start(o, cert->cert_pem, cert->key_pem, log);
   if (!server.ok()) {
     std::fprintf(stderr, "%s\n", server.status().ToString().c_str());
     return 1;
@@ -156,10 +156,10 @@ int Load(uint16_t port, int flood, const std::string& kind, int seconds, int int
   flooders.reserve(static_cast<size_t>(flood));
   for (int i = 0; i < flood; ++i) {
     flooders.emplace_back([&] {
-      std::unique_ptr<TlsTestClient> c;
+      std::unique_ptr<RawClient> c;
       while (!done) {
         if (!c) {
-          c = std::make_unique<TlsTestClient>("127.0.0.2", std::chrono::seconds(30));
+          c = std::make_unique<RawClient>("127.0.0.2", std::chrono::seconds(30));
           if (!c->Open(port)) {
             c.reset();
             std::lock_guard lock(mu);
@@ -187,14 +187,14 @@ int Load(uint16_t port, int flood, const std::string& kind, int seconds, int int
   std::vector<double> ms;
   int failed = 0;
   int refused = 0;
-  std::vector<std::unique_ptr<TlsTestClient>> idle;
+  std::vector<std::unique_ptr<RawClient>> idle;
   std::vector<std::thread> probes;
   const auto start = Clock::now();
   for (auto due = start; due < start + std::chrono::seconds(seconds);
        due += std::chrono::milliseconds(interval_ms)) {
     std::this_thread::sleep_until(due);
     probes.emplace_back([&, due] {
-      std::unique_ptr<TlsTestClient> c;
+      std::unique_ptr<RawClient> c;
       {
         std::lock_guard lock(mu);
         if (!idle.empty()) {
@@ -203,7 +203,7 @@ int Load(uint16_t port, int flood, const std::string& kind, int seconds, int int
         }
       }
       if (!c) {
-        c = std::make_unique<TlsTestClient>("127.0.0.1", std::chrono::seconds(60));
+        c = std::make_unique<RawClient>("127.0.0.1", std::chrono::seconds(60));
         if (!c->Open(port)) {
           std::lock_guard lock(mu);
           ++failed;
@@ -250,13 +250,17 @@ int Load(uint16_t port, int flood, const std::string& kind, int seconds, int int
 }
 
 int Cost() {
+  const kmodd::http::Router routes = kmodd::webhook::Routes();
+  auto review = [&routes](const std::string& body) {
+    return routes.Route({"POST", "/validate-module", body, "127.0.0.1"}).status;
+  };
   for (const std::string kind : {"mappings", "labels", "garbage"}) {
     const std::string body = FloodBody(kind);
     std::vector<double> ms;
     int status = 0;
     for (int i = 0; i < 5; ++i) {
       const auto t0 = Clock::now();
-      status = kmodd::webhook::RouteWebhook("POST", "/validate-module", body).status;
+      status = review(body);
       ms.push_back(Ms(Clock::now() - t0));
     }
     std::printf("kind=%s body_bytes=%zu status=%d median_ms=%.1f\n", kind.c_str(), body.size(),
@@ -266,7 +270,7 @@ int Cost() {
   const auto t0 = Clock::now();
   constexpr int kRuns = 1000;
   for (int i = 0; i < kRuns; ++i) {
-    (void)kmodd::webhook::RouteWebhook("POST", "/validate-module", valid);
+    (void)review(valid);
   }
   std::printf("kind=valid body_bytes=%zu mean_ms=%.3f\n", valid.size(),
               Ms(Clock::now() - t0) / kRuns);

@@ -5,7 +5,7 @@
 #include "node-agent/kernel/errors.h"
 #include "node-agent/server/backoff.h"
 #include "node-agent/server/metrics.h"
-#include "node-agent/server/metrics_server.h"
+#include "node-agent/server/metrics_routes.h"
 #include "node-agent/server/module_status.h"
 
 using kmodd::agent::BackoffDelay;
@@ -99,11 +99,17 @@ TEST_CASE("metrics text lists every phase and the action counters", "[server]") 
 
 TEST_CASE("the metrics server routes /metrics and /healthz, 503 when wedged", "[server]") {
   bool healthy = true;
-  kmodd::agent::HttpHandlers h{[] { return std::string("x 1\n"); }, [&] { return healthy; }};
-  CHECK(kmodd::agent::Route("GET", "/metrics", h).body == "x 1\n");
-  CHECK(kmodd::agent::Route("GET", "/healthz", h).status == 200);
+  const kmodd::http::Router routes = kmodd::agent::MetricsRoutes(
+      {[] { return std::string("x 1\n"); }, [&] { return healthy; }});
+  auto route = [&](const std::string& method, const std::string& target) {
+    return routes.Route({method, target, "", ""});
+  };
+  CHECK(route("GET", "/metrics").body == "x 1\n");
+  CHECK(route("GET", "/healthz").status == 200);
+  CHECK(route("HEAD", "/metrics").status == 200);
+  CHECK(route("HEAD", "/metrics").body.empty());
   healthy = false;
-  CHECK(kmodd::agent::Route("GET", "/healthz", h).status == 503);
-  CHECK(kmodd::agent::Route("GET", "/nope", h).status == 404);
-  CHECK(kmodd::agent::Route("POST", "/metrics", h).status == 405);
+  CHECK(route("GET", "/healthz").status == 503);
+  CHECK(route("GET", "/nope").status == 404);
+  CHECK(route("POST", "/metrics").status == 405);
 }

@@ -1,12 +1,12 @@
 #pragma once
 
-// The threads that parse and decide admission reviews, off the webhook's I/O thread.
-// Jobs whose body is large run only on the first `workers - 1` of them (on the only one
-// when there is one), so that a client sending 3 MiB bodies always leaves a thread for the
-// ordinary review of a few KiB, and so that the memory a large review leaves with the
-// allocator (some 150 MiB for 3 MiB of JSON) is kept by those threads only. Among jobs of
-// one size, clients (peers) take turns; a thread that may take either size alternates
-// when both wait, so neither starves.
+// The threads of common/http's server that run the handlers which may take long (the
+// webhook's admission reviews), off its I/O thread. Jobs whose body is large run only on the
+// first `workers - 1` of them (on the only one when there is one), so that a client sending
+// 3 MiB bodies always leaves a thread for the ordinary review of a few KiB, and so that the
+// memory a large review leaves with the allocator (some 150 MiB for 3 MiB of JSON) is kept
+// by those threads only. Among jobs of one size, clients (peers) take turns; a thread that
+// may take either size alternates when both wait, so neither starves.
 
 #include <condition_variable>
 #include <functional>
@@ -16,18 +16,18 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "controller/webhook/fair_queue.h"
+#include "common/http/fair_queue.h"
 
-namespace kmodd::webhook {
+namespace kmodd::http {
 
-class ReviewPool {
+class WorkerPool {
  public:
   using Job = std::function<void()>;
 
-  ReviewPool() = default;
-  ~ReviewPool() { Stop(); }
-  ReviewPool(const ReviewPool&) = delete;
-  ReviewPool& operator=(const ReviewPool&) = delete;
+  WorkerPool() = default;
+  ~WorkerPool() { Stop(); }
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
 
   // Starts `workers` threads (at least one). Unavailable when a thread cannot start.
   [[nodiscard]] absl::Status Start(int workers);
@@ -62,4 +62,4 @@ class ReviewPool {
   std::vector<std::thread> threads_;
 };
 
-}  // namespace kmodd::webhook
+}  // namespace kmodd::http

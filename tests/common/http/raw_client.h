@@ -1,14 +1,17 @@
 #pragma once
-// A blocking TLS client on a raw socket, for the tests of the webhook's HTTPS server: it
-// connects from any loopback address (127.0.0.0/8), so one test plays several clients; it
-// can stall in the middle of a request or send a whole body before reading the answer; and
-// each read or write gives up after its timeout (SO_RCVTIMEO, SO_SNDTIMEO), so a test fails
-// rather than hangs. The server's certificate is not checked: these tests are about what a
-// client can make the server do. Header-only (the unit binary compiles *_test.cc only).
+// A blocking HTTP client on a raw socket, over TLS or plain TCP, for the tests of
+// common/http's server and of what runs on it: it connects from any loopback address
+// (127.0.0.0/8), so one test plays several clients; it can stall in the middle of a request
+// or send a whole body before reading the answer; and each read or write gives up after its
+// timeout (SO_RCVTIMEO, SO_SNDTIMEO), so a test fails rather than hangs. The server's
+// certificate is not checked: these tests are about what a client can make the server do.
+// Header-only (the unit binary compiles *_test.cc only).
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <openssl/bio.h>
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -31,6 +34,7 @@ namespace kmodd::testing {
 
 struct TestResponse {
   int status = 0;
+  std::string head;  // the status line and the headers, lower-cased
   std::string body;
 };
 
@@ -42,12 +46,16 @@ inline std::string PostRequest(const std::string& body,
                       "\r\n\r\n", body);
 }
 
-class TlsTestClient {
+enum class Wire { kTls, kPlain };
+
+class RawClient {
  public:
   // A TCP socket bound to `source`, not connected yet: a test that exhausts file
   // descriptors makes its clients first, since connect() needs no new one.
-  explicit TlsTestClient(const std::string& source = "127.0.0.1",
-                         std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  explicit RawClient(const std::string& source = "127.0.0.1",
+                     std::chrono::milliseconds timeout = std::chrono::seconds(10),
+                     Wire wire = Wire::kTls)
+      : wire_(wire) {
     static const bool kNoSigpipe = [] {
       std::signal(SIGPIPE, SIG_IGN);  // OpenSSL writes with write(2)
       return true;
@@ -65,9 +73,9 @@ class TlsTestClient {
       Close();
     }
   }
-  ~TlsTestClient() { Close(); }
-  TlsTestClient(const TlsTestClient&) = delete;
-  TlsTestClient& operator=(const TlsTestClient&) = delete;
+  ~RawClient() { Close(); }
+  RawClient(const RawClient&) = delete;
+  RawClient& operator=(const RawClient&) = delete;
 
   bool Connect(uint16_t port) {
     if (fd_ < 0) {
@@ -90,12 +98,14 @@ class TlsTestClient {
     return SSL_connect(ssl_) == 1;
   }
 
-  bool Open(uint16_t port) { return Connect(port) && Handshake(); }
+  bool Open(uint16_t port) { return Connect(port) && (wire_ == Wire::kPlain || Handshake()); }
 
   bool Send(std::string_view bytes) {
     while (!bytes.empty()) {
-      const int n =
-          SSL_write(ssl_, bytes.data(), static_cast<int>(std::min<size_t>(bytes.size(), 1 << 20)));
+      const size_t chunk = std::min<size_t>(bytes.size(), 1 << 20);
+      const int n = ssl_ != nullptr
+                        ? SSL_write(ssl_, bytes.data(), static_cast<int>(chunk))
+                        : static_cast<int>(::send(fd_, bytes.data(), chunk, MSG_NOSIGNAL));
       if (n <= 0) {
         return false;
       }
@@ -116,6 +126,7 @@ class TlsTestClient {
     TestResponse r;
     size_t length = 0;
     const std::string head = in_.substr(0, end);
+    r.head = absl::AsciiStrToLower(head);
     const std::vector<std::string> lines = absl::StrSplit(head, "\r\n");
     const std::vector<std::string> first = absl::StrSplit(lines[0], ' ');
     if (first.size() < 2 || !absl::SimpleAtoi(first[1], &r.status)) {
@@ -146,6 +157,25 @@ class TlsTestClient {
     return Receive();
   }
 
+  // The certificate the server presented, in PEM; "" before a handshake.
+  std::string PeerCertificatePem() const {
+    if (ssl_ == nullptr) {
+      return "";
+    }
+    X509* cert = SSL_get1_peer_certificate(ssl_);
+    if (cert == nullptr) {
+      return "";
+    }
+    BIO* bio = BIO_new(BIO_s_mem());
+    PEM_write_bio_X509(bio, cert);
+    char* data = nullptr;
+    const long n = BIO_get_mem_data(bio, &data);
+    std::string pem(data, static_cast<size_t>(n));
+    BIO_free(bio);
+    X509_free(cert);
+    return pem;
+  }
+
   // True when the server ends the connection (close_notify, EOF or reset) within `wait`;
   // bytes it sends meanwhile are dropped.
   bool ClosedWithin(std::chrono::milliseconds wait) {
@@ -174,7 +204,8 @@ class TlsTestClient {
  private:
   bool ReadMore() {
     char buf[16384];
-    const int n = SSL_read(ssl_, buf, sizeof buf);
+    const int n = ssl_ != nullptr ? SSL_read(ssl_, buf, sizeof buf)
+                                  : static_cast<int>(::recv(fd_, buf, sizeof buf, 0));
     if (n <= 0) {
       return false;
     }
@@ -205,6 +236,7 @@ class TlsTestClient {
     }
   }
 
+  Wire wire_;
   int fd_ = -1;
   SSL_CTX* ctx_ = nullptr;
   SSL* ssl_ = nullptr;

@@ -1,10 +1,10 @@
-#include "controller/webhook/limits.h"
+#include "common/http/server_limits.h"
 
 #include <algorithm>
 #include <utility>
 #include <vector>
 
-namespace kmodd::webhook {
+namespace kmodd::http {
 
 ConnectionLimiter::Slot& ConnectionLimiter::Slot::operator=(Slot&& other) noexcept {
   if (this != &other) {
@@ -40,6 +40,14 @@ void ConnectionLimiter::Release(const std::string& peer) {
   if (it != by_peer_.end() && --it->second == 0) {
     by_peer_.erase(it);
   }
+  if (total_ == 0) {
+    none_.notify_all();
+  }
+}
+
+bool ConnectionLimiter::WaitNone(std::chrono::milliseconds wait) {
+  std::unique_lock lock(mu_);
+  return none_.wait_for(lock, wait, [this] { return total_ == 0; });
 }
 
 int ConnectionLimiter::connections() const {
@@ -115,4 +123,4 @@ size_t BodyBudget::waiting() const {
   return waiting_.size();
 }
 
-}  // namespace kmodd::webhook
+}  // namespace kmodd::http

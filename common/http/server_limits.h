@@ -1,9 +1,12 @@
 #pragma once
 
-// What one webhook client can hold: connections (a cap in all and per client address) and
-// the memory of large request bodies (a byte budget that waiting clients share in turn).
+// What one client of common/http's server can hold: connections (a cap in all and per client
+// address) and the memory of large request bodies (a byte budget that waiting clients share
+// in turn).
 // Thread-safe; a slot or lease gives back what it holds when destroyed.
 
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <functional>
 #include <mutex>
@@ -11,9 +14,9 @@
 #include <string>
 #include <unordered_map>
 
-#include "controller/webhook/fair_queue.h"
+#include "common/http/fair_queue.h"
 
-namespace kmodd::webhook {
+namespace kmodd::http {
 
 class ConnectionLimiter {
  public:
@@ -38,6 +41,8 @@ class ConnectionLimiter {
   // A slot for one more connection from `peer`, or nullopt when that would pass either cap.
   std::optional<Slot> TryAcquire(const std::string& peer);
   int connections() const;
+  // Until no slot is held, or `wait` has passed: false then.
+  [[nodiscard]] bool WaitNone(std::chrono::milliseconds wait);
 
  private:
   void Release(const std::string& peer);
@@ -45,6 +50,7 @@ class ConnectionLimiter {
   const int max_total_;
   const int max_per_peer_;
   mutable std::mutex mu_;
+  std::condition_variable none_;
   int total_ = 0;                                 // guarded by mu_
   std::unordered_map<std::string, int> by_peer_;  // guarded by mu_; no zero entries
 };
@@ -96,4 +102,4 @@ class BodyBudget {
   bool closed_ = false;        // guarded by mu_
 };
 
-}  // namespace kmodd::webhook
+}  // namespace kmodd::http

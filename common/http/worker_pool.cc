@@ -1,4 +1,4 @@
-#include "controller/webhook/review_pool.h"
+#include "common/http/worker_pool.h"
 
 #include <algorithm>
 #include <optional>
@@ -6,9 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace kmodd::webhook {
+namespace kmodd::http {
 
-absl::Status ReviewPool::Start(int workers) {
+absl::Status WorkerPool::Start(int workers) {
   workers = std::max(workers, 1);
   max_large_ = std::max(workers - 1, 1);
   try {
@@ -18,12 +18,12 @@ absl::Status ReviewPool::Start(int workers) {
   } catch (const std::system_error& e) {
     Stop();
     return absl::UnavailableError(
-        absl::StrCat("cannot start the webhook's review threads: ", e.what()));
+        absl::StrCat("cannot start the HTTP server's worker threads: ", e.what()));
   }
   return absl::OkStatus();
 }
 
-void ReviewPool::Submit(const std::string& peer, bool large, Job job) {
+void WorkerPool::Submit(const std::string& peer, bool large, Job job) {
   {
     std::lock_guard lock(mu_);
     if (stop_) {
@@ -34,7 +34,7 @@ void ReviewPool::Submit(const std::string& peer, bool large, Job job) {
   cv_.notify_all();  // one woken thread may not take this size; there are a few
 }
 
-void ReviewPool::Work(bool may_large) {
+void WorkerPool::Work(bool may_large) {
   std::unique_lock lock(mu_);
   for (;;) {
     cv_.wait(lock, [this, may_large] {
@@ -63,7 +63,7 @@ void ReviewPool::Work(bool may_large) {
   }
 }
 
-void ReviewPool::Stop() {
+void WorkerPool::Stop() {
   {
     std::lock_guard lock(mu_);
     stop_ = true;
@@ -85,9 +85,9 @@ void ReviewPool::Stop() {
   // Destroyed here, unlocked: a job's captures may own what its destructor releases.
 }
 
-ReviewPool::Counts ReviewPool::counts() const {
+WorkerPool::Counts WorkerPool::counts() const {
   std::lock_guard lock(mu_);
   return {small_.size() + large_.size(), running_, running_large_};
 }
 
-}  // namespace kmodd::webhook
+}  // namespace kmodd::http

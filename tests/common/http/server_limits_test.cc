@@ -4,13 +4,14 @@
 #include <condition_variable>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
-#include "controller/webhook/fair_queue.h"
-#include "controller/webhook/limits.h"
-#include "controller/webhook/review_pool.h"
+#include "common/http/fair_queue.h"
+#include "common/http/server_limits.h"
+#include "common/http/worker_pool.h"
 
-namespace kmodd::webhook {
+namespace kmodd::http {
 namespace {
 
 std::vector<std::string> Drain(FairQueue<std::string>& q) {
@@ -71,6 +72,20 @@ TEST_CASE("connection limiter caps connections in all and per peer, and slots gi
   CHECK(limiter.connections() == 2);
 }
 
+TEST_CASE("connection limiter waits until its last slot goes back, or gives up") {
+  ConnectionLimiter limiter(3, 2);
+  CHECK(limiter.WaitNone(std::chrono::milliseconds(0)));
+  std::optional<ConnectionLimiter::Slot> a = limiter.TryAcquire("a");
+  REQUIRE(a);
+  CHECK_FALSE(limiter.WaitNone(std::chrono::milliseconds(50)));
+  std::thread release([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    a.reset();
+  });
+  CHECK(limiter.WaitNone(std::chrono::seconds(20)));
+  release.join();
+}
+
 // Releases every lease; the grants that follow may add new ones to `leases`.
 void ReleaseAll(std::vector<BodyBudget::Lease>& leases) {
   std::vector<BodyBudget::Lease> old = std::move(leases);
@@ -119,7 +134,7 @@ struct Latch {
   bool open = false;
   std::vector<std::string> started;
 
-  ReviewPool::Job Job(const std::string& name, bool block) {
+  WorkerPool::Job Job(const std::string& name, bool block) {
     return [this, name, block] {
       std::unique_lock lock(mu);
       started.push_back(name);
@@ -140,8 +155,8 @@ struct Latch {
   }
 };
 
-TEST_CASE("review pool runs large jobs on all but one of its threads") {
-  ReviewPool pool;
+TEST_CASE("worker pool runs large jobs on all but one of its threads") {
+  WorkerPool pool;
   REQUIRE(pool.Start(3).ok());
   Latch latch;
   for (const char* name : {"L1", "L2", "L3"}) {
@@ -163,8 +178,8 @@ TEST_CASE("review pool runs large jobs on all but one of its threads") {
   CHECK(pool.counts().running == 0);
 }
 
-TEST_CASE("review pool with one thread runs large jobs on it, alternating sizes when both wait") {
-  ReviewPool pool;
+TEST_CASE("worker pool with one thread runs large jobs on it, alternating sizes when both wait") {
+  WorkerPool pool;
   REQUIRE(pool.Start(1).ok());
   Latch latch;
   pool.Submit("p", true, latch.Job("hold", true));
@@ -180,8 +195,8 @@ TEST_CASE("review pool with one thread runs large jobs on it, alternating sizes 
   CHECK(latch.started == std::vector<std::string>{"hold", "s1", "L1", "s2", "L2"});
 }
 
-TEST_CASE("review pool drops queued jobs at Stop and survives a job that throws") {
-  ReviewPool pool;
+TEST_CASE("worker pool drops queued jobs at Stop and survives a job that throws") {
+  WorkerPool pool;
   REQUIRE(pool.Start(1).ok());
   Latch latch;
   pool.Submit("p", false, [] { throw std::runtime_error("boom"); });
@@ -200,4 +215,4 @@ TEST_CASE("review pool drops queued jobs at Stop and survives a job that throws"
 }
 
 }  // namespace
-}  // namespace kmodd::webhook
+}  // namespace kmodd::http

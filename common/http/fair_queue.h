@@ -1,7 +1,7 @@
 #pragma once
 
 // A queue whose keys take turns: one item of each key that has items waiting, round and
-// round, each key's own items in the order they came. The webhook keys its work by the
+// round, each key's own items in the order they came. The HTTP server keys its work by the
 // client's address, so that a client with a hundred requests waiting delays another
 // client's one request by one turn, not by a hundred. Not thread-safe: its owner locks.
 
@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <utility>
 
-namespace kmodd::webhook {
+namespace kmodd::http {
 
 template <class T>
 class FairQueue {
@@ -68,4 +68,4 @@ class FairQueue {
   size_t size_ = 0;
 };
 
-}  // namespace kmodd::webhook
+}  // namespace kmodd::http
