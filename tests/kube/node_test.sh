@@ -32,6 +32,8 @@ export KMODD_KUBE_NODE_LOCK_TIMEOUT=${KMODD_KUBE_NODE_LOCK_TIMEOUT:-360}
 dp_dir=/var/lib/kubelet/device-plugins
 
 fail() { echo "FAIL: kube node: $*"; exit 1; }
+# shellcheck source=tests/lib/harness.bash
+. "$root/tests/lib/harness.bash"
 note() { echo "# $*"; }
 ms() { date +%s%3N; }
 # A zombie is gone for our purposes: PID 1 here may reap the harness's orphans late.
@@ -45,11 +47,11 @@ cleanup() {
   if ((!ok)); then echo "# tools/kube/node stop failed: kept $tmp (run tools/kube/node stop $dir)"
   elif [[ -n ${KMODD_KUBE_KEEP:-} ]]; then echo "# kept: $tmp"; else rm -rf "$tmp"; fi
 }
+# Not harness.bash's cleanup: the node must stop (drained through the API server) before the
+# API server does, and a failed stop keeps the directory.
 trap cleanup EXIT
 
-for tool in curl openssl python3 buildah skopeo containerd runc ctr ip; do
-  command -v "$tool" >/dev/null || fail "$tool not found: run tools/bootstrap (this test never skips)"
-done
+require_tools curl openssl python3 buildah skopeo containerd runc ctr ip
 [[ -x $plugin_bin ]] || fail "$plugin_bin not found: build kmodd-test-device-plugin"
 [[ $(id -u) -eq 0 ]] || fail "the kubelet and containerd need root"
 
