@@ -28,7 +28,7 @@ declare dir
 make_temp_dir dir kmodd-kube-failover KEEP
 
 kube_start "$dir/kube"
-k() { kubectl --kubeconfig "$KMODD_KUBE_KUBECONFIG" "$@"; }
+k() { kube_admin "$@"; }  # as_deployed.sh uses it too
 # shellcheck source=tests/controller/as_deployed.sh
 source "$src/tests/controller/as_deployed.sh"
 

@@ -32,7 +32,7 @@ declare dir
 make_temp_dir dir kmodd-kube-mode KEEP
 
 kube_start "$dir/kube"
-k() { kubectl --kubeconfig "$KMODD_KUBE_KUBECONFIG" "$@"; }
+k() { kube_admin "$@"; }  # as_deployed.sh uses it too
 # shellcheck source=tests/controller/as_deployed.sh
 source "$src/tests/controller/as_deployed.sh"
 
@@ -348,7 +348,6 @@ kill -STOP "$ctl_a_pid"
 "$src/tools/kube/start" --restart-apiserver "$dir/kube" >/dev/null
 # shellcheck disable=SC1091
 source "$dir/kube/env"
-k() { kubectl --kubeconfig "$KMODD_KUBE_KUBECONFIG" "$@"; }
 # kmm-ci-b vanishes without a deletion the controller could watch (its finalizer stripped, as
 # a forced delete does); kmm-ci-c appears.
 k patch module -n kmm-demo kmm-ci-b --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null
