@@ -55,6 +55,8 @@ for i in 0 1 2; do
   kube_agent_token "sim-$i" kmodd-system "$dir/tokens/sim-$i"
 done
 
+# start_controller and start_agents set NAME_pid (NAME with _ for -) for the tests below.
+declare ctl_a_pid agents_a_pid agents_follower_pid
 start_controller() {  # NAME PORT
   POD_NAME=$1 "$bin/kmodd-controller" run --kubernetes --leader-elect \
     --kubeconfig "$dir/controller.kubeconfig" --namespace kmodd-system \

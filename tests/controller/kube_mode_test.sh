@@ -81,6 +81,8 @@ for n in sim-0 sim-1 sim-2 sim-3 gke-0; do
   kube_agent_token "$n" kmodd-system "$dir/tokens/$n"
 done
 
+# start_controller and start_agents set NAME_pid (NAME with _ for -) for the tests below.
+declare ctl_a_pid agents_a_pid
 start_controller() {  # NAME [extra flags...]
   local name=$1; shift
   POD_NAME=$name "$bin/kmodd-controller" run --kubernetes --kubeconfig "$dir/controller.kubeconfig" \

@@ -51,6 +51,7 @@ t0=$EPOCHREALTIME
   || fail "tools/images/build failed"
 t1=$EPOCHREALTIME
 cat "$work/images.env"
+# shellcheck source=/dev/null
 source "$work/images.env"
 awk "BEGIN {printf \"images built and pushed in %.1f s\n\", $t1 - $t0}"
 for v in KMODD_AGENT_IMAGE KMODD_CONTROLLER_IMAGE; do

@@ -71,8 +71,8 @@ for k in URL CA TOKEN TOKEN_USER KUBECONFIG APISERVER_PID ETCD_PID; do
   v=KMODD_KUBE_$k
   [[ -n ${!v:-} ]] || fail "DIR/env lacks $v"
 done
-[[ -f $KMODD_KUBE_KUBECONFIG ]] && grep -q "server: $KMODD_KUBE_URL" "$KMODD_KUBE_KUBECONFIG" \
-  && grep -q "token: $admin" "$KMODD_KUBE_KUBECONFIG" || fail "the kubeconfig lacks the URL or the admin token"
+{ [[ -f $KMODD_KUBE_KUBECONFIG ]] && grep -q "server: $KMODD_KUBE_URL" "$KMODD_KUBE_KUBECONFIG" \
+  && grep -q "token: $admin" "$KMODD_KUBE_KUBECONFIG"; } || fail "the kubeconfig lacks the URL or the admin token"
 
 # --- 1. health and version -----------------------------------------------------------------
 expect 200 GET /readyz "$admin"

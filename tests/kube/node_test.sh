@@ -56,8 +56,9 @@ require_tools curl openssl python3 buildah skopeo containerd runc ctr ip
 [[ $(id -u) -eq 0 ]] || fail "the kubelet and containerd need root"
 
 # What was there before, to tell what the node leaves behind.
-shim_sockets() { ls /run/containerd/s 2>/dev/null | sort; }
-netns_now() { ls /run/netns 2>/dev/null | sort; }
+entries() { find "$1" -mindepth 1 -maxdepth 1 -printf '%f\n' 2>/dev/null | sort; }  # entries DIR: names
+shim_sockets() { entries /run/containerd/s; }
+netns_now() { entries /run/netns; }
 shims_before=$(shim_sockets)
 netns_before=$(netns_now)
 
@@ -167,6 +168,7 @@ plugin_socks=("$dp_dir"/kmodd-test-widget-*.sock)
 note "DaemonSet pod Ready (image pulled from $KMODD_REGISTRY); allocatable kmodd.test/widget: 3"
 
 # --- 4. a Pod that uses a device -----------------------------------------------------------
+# shellcheck disable=SC2016  # expanded by the Pod's shell
 pod_manifest uses-widget 'echo "devices=$KMODD_TEST_DEVICES"; test -n "$KMODD_TEST_DEVICES"' \
   '{"kmodd.test/widget": "1"}' | kubectl create -f - >/dev/null \
   || fail "cannot create the Pod uses-widget"
@@ -207,14 +209,14 @@ nothing_left() {
   [[ $(shim_sockets) == "$shims_before" ]] || fail "$1: containerd shim sockets left in /run/containerd/s: $(comm -13 <(echo "$shims_before") <(shim_sockets))"
   [[ $(netns_now) == "$netns_before" ]] || fail "$1: network namespaces left in /run/netns: $(comm -13 <(echo "$netns_before") <(netns_now))"
   ip link show "$(cat "$KMODD_NODE_DIR/bridge")" >/dev/null 2>&1 && fail "$1: the bridge $(cat "$KMODD_NODE_DIR/bridge") is left"
-  ls /var/log/containers 2>/dev/null | grep -q node-test && fail "$1: links left in /var/log/containers"
+  compgen -G '/var/log/containers/*node-test*' >/dev/null && fail "$1: links left in /var/log/containers"
 }
 
 # --- 5. stop leaves nothing behind ---------------------------------------------------------
 t2=$(ms)
 "$root/tools/kube/node" stop "$dir" 2>"$tmp/node-stop.err" || { cat "$tmp/node-stop.err"; fail "tools/kube/node stop failed"; }
 note "tools/kube/node stop took $(( $(ms) - t2 )) ms"
-cat "$tmp/node-stop.err" | sed 's/^/# stop: /'
+sed 's/^/# stop: /' "$tmp/node-stop.err"
 nothing_left "after stop"
 note "after stop: no process, mount, socket, cgroup, bridge or network namespace left"
 

@@ -66,9 +66,11 @@ module_file() {  # module_file TAG: write the demo Module pointing at image TAG
 module_file v1
 ctl_port=$(free_port)
 start_controller() {
+  local debug=()
+  ((bench)) && debug=(--log-level debug)
   "$bin/kmodd-controller" run --modules-dir "$tmp/modules" --listen "127.0.0.1:$ctl_port" \
     --cert "$tmp/pki/controller.pem" --key "$tmp/pki/controller.key" --ca "$tmp/pki/ca.pem" \
-    --status-file "$tmp/status.yaml" $( ((bench)) && echo --log-level debug) >>"$tmp/controller.log" 2>&1 &
+    --status-file "$tmp/status.yaml" "${debug[@]}" >>"$tmp/controller.log" 2>&1 &
   controller_pid=$!
   pids+=("$controller_pid")
 }
@@ -209,7 +211,7 @@ if ((bench)); then
     module_file v1
     wait_status "Loaded" 120
   done
-  step done
+  step "done"
   wait "$vm_pid"
   python3 - "$tmp/t0" "$tmp/controller.log" "$tmp/vm1.out" <<'PY'
 import json, statistics, sys
