@@ -22,9 +22,6 @@
 set -uo pipefail
 root=$1
 plugin_bin=$2
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/kmodd-node.XXXXXX")
-tmp=$(cd "$tmp" && pwd -P)
-dir=$tmp/kube
 node_name=kmodd-test-node
 # Another test's node on this machine (another checkout's CI) holds the kubelet's machine-wide
 # lock: wait for it, within ctest's 600 s.
@@ -34,22 +31,23 @@ dp_dir=/var/lib/kubelet/device-plugins
 fail() { echo "FAIL: kube node: $*"; exit 1; }
 # shellcheck source=tests/lib/harness.bash
 . "$root/tests/lib/harness.bash"
+declare tmp
+keep_tmp=${KMODD_KUBE_KEEP:-}  # a failed node stop keeps it too
+make_temp_dir tmp kmodd-node keep_tmp
+dir=$tmp/kube
 note() { echo "# $*"; }
 ms() { date +%s%3N; }
 # A zombie is gone for our purposes: PID 1 here may reap the harness's orphans late.
 alive() { local st; st=$(ps -o stat= -p "$1" 2>/dev/null) && [[ $st != Z* ]]; }
-cleanup() {
-  local ok=1
-  "$root/tools/kube/node" stop "$dir" 2>/dev/null || ok=0
-  "$root/tools/kube/stop" "$dir" 2>/dev/null
-  "$root/tools/registry/stop" "$tmp/registry" 2>/dev/null
-  # A node stop that failed leaves its pid files for another try: never delete them.
-  if ((!ok)); then echo "# tools/kube/node stop failed: kept $tmp (run tools/kube/node stop $dir)"
-  elif [[ -n ${KMODD_KUBE_KEEP:-} ]]; then echo "# kept: $tmp"; else rm -rf "$tmp"; fi
+# At exit (harness.bash runs these last registered first): the node stops, drained through
+# the API server, before the API server does. A node stop that failed leaves its pid files
+# for another try: the directory is kept.
+node_stop_at_exit() {
+  "$root/tools/kube/node" stop "$dir" 2>/dev/null && return
+  echo "# tools/kube/node stop failed: run tools/kube/node stop $dir"
+  # shellcheck disable=SC2034  # read by name at exit (make_temp_dir's keep switch)
+  keep_tmp=1
 }
-# Not harness.bash's cleanup: the node must stop (drained through the API server) before the
-# API server does, and a failed stop keeps the directory.
-trap cleanup EXIT
 
 require_tools curl openssl python3 buildah skopeo containerd runc ctr ip
 [[ -x $plugin_bin ]] || fail "$plugin_bin not found: build kmodd-test-device-plugin"
@@ -64,22 +62,17 @@ netns_before=$(netns_now)
 
 # --- start: API server, registry, the plugin's image, the node ---------------------------
 t0=$(ms)
-"$root/tools/kube/start" "$dir" >"$tmp/start.out" 2>"$tmp/start.err" \
-  || { cat "$tmp/start.err"; fail "tools/kube/start failed (are the binaries built? run tools/kube/setup)"; }
-# shellcheck source=/dev/null
-. "$dir/env"
-export PATH=$KMODD_KUBE_BIN:$PATH KUBECONFIG=$KMODD_KUBE_KUBECONFIG
+kube_start "$dir"
+export KUBECONFIG=$KMODD_KUBE_KUBECONFIG
 command -v kubectl >/dev/null || fail "kubectl not in $KMODD_KUBE_BIN: run tools/kube/setup"
-"$root/tools/registry/start" http "$tmp/registry" >"$tmp/registry.out" 2>&1 \
-  || { cat "$tmp/registry.out"; fail "tools/registry/start failed"; }
-# shellcheck source=/dev/null
-. "$tmp/registry/env"
+registry_start "$tmp/registry"
 image_env=$("$root/tools/test-device-plugin/image" --bin "$plugin_bin" "$KMODD_REGISTRY" 2>"$tmp/image.err") \
   || { cat "$tmp/image.err"; fail "tools/test-device-plugin/image failed"; }
 eval "$image_env"
 [[ $KMODD_TEST_DEVICE_PLUGIN_IMAGE == "$KMODD_REGISTRY/"*@sha256:* ]] || fail "no image reference: $image_env"
 note "plugin image: $KMODD_TEST_DEVICE_PLUGIN_IMAGE"
 t1=$(ms)
+on_exit node_stop_at_exit
 "$root/tools/kube/node" start --name "$node_name" --registry "$KMODD_REGISTRY" "$dir" \
   >"$tmp/node.out" 2>"$tmp/node.err" || { cat "$tmp/node.err"; fail "tools/kube/node start failed"; }
 # shellcheck source=/dev/null
@@ -94,11 +87,9 @@ show_node_logs() {
 }
 # wait_for WHAT SECONDS CMD...: until CMD succeeds; fails with the node's logs otherwise.
 wait_for() {
-  local what=$1 limit=$2 t=$SECONDS; shift 2
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS - t < limit)) || { show_node_logs; fail "$what: not after $limit s"; }
-    sleep 0.5
-  done
+  local what=$1 limit=$2
+  shift 2
+  eventually "$limit" "$@" || { show_node_logs; fail "$what: not after $limit s"; }
 }
 jsonpath() { kubectl get "$@" 2>/dev/null; }
 # is WANT ARGS...: whether `kubectl get ARGS...` prints WANT (asked again at each call).
