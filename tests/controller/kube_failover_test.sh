@@ -16,45 +16,24 @@ set -euo pipefail
 
 bin=$1
 src=$2
-dir=$(mktemp -d /tmp/kmodd-kube-failover-XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  "$src/tools/kube/stop" "$dir/kube" >/dev/null 2>&1 || true
-  if [[ ${KEEP:-} == "" ]]; then rm -rf "$dir"; else echo "kept $dir" >&2; fi
-}
-trap cleanup EXIT
 fail() { echo "kube_failover_test: FAIL: $*" >&2; for f in "$dir"/*.log; do echo "--- $f" >&2; tail -n 30 "$f" >&2; done; exit 1; }
 step() { echo "== $*"; }
 now() { date +%s.%N; }
 since() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$2"; }
+# shellcheck source=tests/lib/harness.bash
+source "$src/tests/lib/harness.bash"
+# shellcheck source=tests/lib/kube.bash
+source "$src/tests/lib/kube.bash"
+declare dir
+make_temp_dir dir kmodd-kube-failover KEEP
 
-if ! "$src/tools/kube/start" "$dir/kube" >/dev/null; then
-  echo "kube_failover_test: tools/kube/start failed (run tools/kube/setup first)" >&2
-  exit 1
-fi
-# shellcheck disable=SC1091
-source "$dir/kube/env"
-export PATH="$KMODD_KUBE_BIN:$PATH"  # kubectl built by tools/kube/setup
-k() { kubectl --kubeconfig "$KMODD_KUBE_KUBECONFIG" "$@"; }
+kube_start "$dir/kube"
+k() { kube_admin "$@"; }  # as_deployed.sh uses it too
 # shellcheck source=tests/controller/as_deployed.sh
 source "$src/tests/controller/as_deployed.sh"
 
-# Polls `cmd` every 0.1 s until it succeeds, at most $1 seconds.
-until_ok() {
-  local limit=$1; shift
-  local end=$((SECONDS + limit))
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < end)) || return 1
-    sleep 0.1
-  done
-}
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
 step "CRD, namespaces, three Nodes"
-k apply -f "$src/deploy/crd/kmm.sigs.x-k8s.io_modules.yaml" >/dev/null
-KUBECONFIG=$KMODD_KUBE_KUBECONFIG "$src/tools/kube/wait-crd" modules.kmm.sigs.x-k8s.io
+kube_crd_install
 k create namespace kmodd-system >/dev/null
 k create namespace kmm-demo >/dev/null
 for i in 0 1 2; do
@@ -66,35 +45,25 @@ metadata:
   name: sim-$i
   labels: {kubernetes.io/hostname: sim-$i, role: $role, fleet: sim}
 YAML
-  k patch node "sim-$i" --subresource=status --type=merge -p \
-    "{\"status\":{\"nodeInfo\":{\"kernelVersion\":\"6.1.0-27-cloud-amd64\",\"bootID\":\"boot-$i\",\"architecture\":\"amd64\",\"machineID\":\"m\",\"systemUUID\":\"u\",\"kubeProxyVersion\":\"\",\"kubeletVersion\":\"\",\"containerRuntimeVersion\":\"\",\"operatingSystem\":\"linux\",\"osImage\":\"sim\"}}}" >/dev/null
+  kube_node_info "sim-$i" 6.1.0-27-cloud-amd64 "boot-$i" sim
 done
 # Each simulated agent's credential, as the DaemonSet's projected token: audience kmodd,
 # bound to a Pod (never run: no kubelet) on its node.
 as_deployed "$src" "$dir/controller.kubeconfig" kmm-demo || fail "cannot set up deploy/'s RBAC and policy"
 mkdir -p "$dir/tokens"
 for i in 0 1 2; do
-  k create -f - >/dev/null <<YAML
-apiVersion: v1
-kind: Pod
-metadata: {name: kmodd-agent-sim-$i, namespace: kmodd-system}
-spec:
-  serviceAccountName: kmodd-agent
-  automountServiceAccountToken: false
-  nodeName: sim-$i
-  containers: [{name: agent, image: kmodd/agent}]
-YAML
-  k -n kmodd-system create token kmodd-agent --audience kmodd --duration 1h --bound-object-kind Pod \
-    --bound-object-name "kmodd-agent-sim-$i" >"$dir/tokens/sim-$i"
+  kube_agent_token "sim-$i" kmodd-system "$dir/tokens/sim-$i"
 done
 
+# start_controller and start_agents set NAME_pid (NAME with _ for -) for the tests below.
+declare ctl_a_pid agents_a_pid agents_follower_pid
 start_controller() {  # NAME PORT
   POD_NAME=$1 "$bin/kmodd-controller" run --kubernetes --leader-elect \
     --kubeconfig "$dir/controller.kubeconfig" --namespace kmodd-system \
     --listen "127.0.0.1:$2" --cert-ip 127.0.0.1 --log-level debug 2>"$dir/$1.log" &
   pids+=($!)
   eval "${1//-/_}_pid=$!"
-  until_ok 20 grep -q '"controller running (Kubernetes)"' "$dir/$1.log" || fail "$1 did not start"
+  eventually 20 grep -q '"controller running (Kubernetes)"' "$dir/$1.log" || fail "$1 did not start"
   # The CA the replicas share (Secret kmodd-controller-tls), published in ConfigMap kmodd-ca.
   k -n kmodd-system get configmap kmodd-ca -o jsonpath='{.data.ca\.crt}' >"$dir/ca.crt"
   [[ -s $dir/ca.crt ]] || fail "$1 published no CA"
@@ -122,10 +91,6 @@ YAML
 }
 holder() { k get lease -n kmodd-system kmodd-controller -o jsonpath='{.spec.holderIdentity}'; }
 holder_is() { [[ $(holder) == "$1" ]]; }
-loader() { k get module -n kmm-demo "$1" -o jsonpath='{.status.moduleLoader.nodesMatchingSelectorNumber}/{.status.moduleLoader.desiredNumber}/{.status.moduleLoader.availableNumber}'; }
-ready_nodes() { k get nodes -l "kmm.node.kubernetes.io/kmm-demo.$1.ready" -o jsonpath='{.items[*].metadata.name}'; }
-status_is() { [[ $(loader "$1") == "$2" ]]; }
-ready_is() { [[ $(ready_nodes "$1") == "$2" ]]; }
 
 port_a=$(free_port)
 port_b=$(free_port)
@@ -133,8 +98,8 @@ port_b=$(free_port)
 
 step "ctl-a takes the Lease, then ctl-b starts as a follower"
 start_controller ctl-a "$port_a"
-until_ok 30 holder_is ctl-a || fail "the Lease holder is '$(holder)', want ctl-a"
-until_ok 10 grep -q '"started leading' "$dir/ctl-a.log" || fail "ctl-a did not log that it leads"
+eventually 30 holder_is ctl-a || fail "the Lease holder is '$(holder)', want ctl-a"
+eventually 10 grep -q '"started leading' "$dir/ctl-a.log" || fail "ctl-a did not log that it leads"
 start_controller ctl-b "$port_b"
 sleep 3
 holder_is ctl-a || fail "the Lease moved to '$(holder)' with ctl-a alive"
@@ -142,17 +107,17 @@ holder_is ctl-a || fail "the Lease moved to '$(holder)' with ctl-a alive"
 
 step "the follower serves no agents"
 start_agents agents-follower "$port_b"
-until_ok 10 grep -q "not the leader" "$dir/agents-follower.log" || fail "the follower did not refuse the agents"
+eventually 10 grep -q "not the leader" "$dir/agents-follower.log" || fail "the follower did not refuse the agents"
 ! grep -q "^connected 3" "$dir/agents-follower.log" || fail "the follower served agents"
 kill "$agents_follower_pid" 2>/dev/null || true
 wait "$agents_follower_pid" 2>/dev/null || true
 
 step "the leader serves agents and writes status and labels"
 start_agents agents-a "$port_a"
-until_ok 20 grep -q "connected 3" "$dir/agents-a.log" || fail "agents did not connect to the leader"
+eventually 20 grep -q "connected 3" "$dir/agents-a.log" || fail "agents did not connect to the leader"
 module kmm-ci-a role worker v1
-until_ok 20 status_is kmm-ci-a 2/2/2 || fail "status.moduleLoader is $(loader kmm-ci-a), want 2/2/2"
-until_ok 10 ready_is kmm-ci-a "sim-0 sim-1" || fail "ready labels on '$(ready_nodes kmm-ci-a)'"
+eventually 20 status_is kmm-ci-a 2/2/2 || fail "status.moduleLoader is $(loader kmm-ci-a), want 2/2/2"
+eventually 10 ready_is kmm-ci-a "sim-0 sim-1" || fail "ready labels on '$(ready_nodes kmm-ci-a)'"
 ! grep -q '"node labels updated"' "$dir/ctl-b.log" || fail "the follower wrote node labels"
 
 step "kill -9 the leader"
@@ -161,17 +126,17 @@ kill -9 "$ctl_a_pid"
 wait "$ctl_a_pid" 2>/dev/null || true
 kill "$agents_a_pid" 2>/dev/null || true  # their streams ended with the leader
 wait "$agents_a_pid" 2>/dev/null || true
-until_ok 40 holder_is ctl-b || fail "the Lease holder is '$(holder)' 40 s after the kill, want ctl-b"
+eventually 40 holder_is ctl-b || fail "the Lease holder is '$(holder)' 40 s after the kill, want ctl-b"
 t_lease=$(now)
-until_ok 10 grep -q '"started leading' "$dir/ctl-b.log" || fail "ctl-b holds the Lease but did not start leading"
+eventually 10 grep -q '"started leading' "$dir/ctl-b.log" || fail "ctl-b holds the Lease but did not start leading"
 
 step "agents reconnect to the new leader; a Module change after the failover"
 start_agents agents-b "$port_b"
-until_ok 20 grep -q "connected 3" "$dir/agents-b.log" || fail "agents did not connect to the new leader"
+eventually 20 grep -q "connected 3" "$dir/agents-b.log" || fail "agents did not connect to the new leader"
 t_change=$(now)
 module kmm-ci-a fleet sim v2   # new image, and a selector now matching all three nodes
-until_ok 30 status_is kmm-ci-a 3/3/3 || fail "after the failover: status $(loader kmm-ci-a), want 3/3/3"
-until_ok 10 ready_is kmm-ci-a "sim-0 sim-1 sim-2" || fail "after the failover: ready labels on '$(ready_nodes kmm-ci-a)'"
+eventually 30 status_is kmm-ci-a 3/3/3 || fail "after the failover: status $(loader kmm-ci-a), want 3/3/3"
+eventually 10 ready_is kmm-ci-a "sim-0 sim-1 sim-2" || fail "after the failover: ready labels on '$(ready_nodes kmm-ci-a)'"
 t_status=$(now)
 # sim-0 and sim-1 reconnected holding v1; a push to all three is the v2 image reaching them
 grep -q '"desired state changed","nodes":3,"pushed":3' "$dir/ctl-b.log" ||

@@ -22,47 +22,24 @@ set -euo pipefail
 
 bin=$1
 src=$2
-dir=$(mktemp -d /tmp/kmodd-kube-mode-XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; kill -CONT "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  "$src/tools/kube/stop" "$dir/kube" >/dev/null 2>&1 || true
-  if [[ ${KEEP:-} == "" ]]; then rm -rf "$dir"; else echo "kept $dir" >&2; fi
-}
-trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; for f in "$dir"/*.log; do echo "--- $f" >&2; tail -n 30 "$f" >&2; done; exit 1; }
 step() { echo "== $*"; }
+# shellcheck source=tests/lib/harness.bash
+source "$src/tests/lib/harness.bash"
+# shellcheck source=tests/lib/kube.bash
+source "$src/tests/lib/kube.bash"
+declare dir
+make_temp_dir dir kmodd-kube-mode KEEP
 
-if ! "$src/tools/kube/start" "$dir/kube" >/dev/null; then
-  echo "kube_mode_test: tools/kube/start failed (run tools/kube/setup first)" >&2
-  exit 1
-fi
-# shellcheck disable=SC1091
-source "$dir/kube/env"
-export PATH="$KMODD_KUBE_BIN:$PATH"  # kubectl built by tools/kube/setup
-k() { kubectl --kubeconfig "$KMODD_KUBE_KUBECONFIG" "$@"; }
+kube_start "$dir/kube"
+k() { kube_admin "$@"; }  # as_deployed.sh uses it too
 # shellcheck source=tests/controller/as_deployed.sh
 source "$src/tests/controller/as_deployed.sh"
 
-# Polls `cmd` every 0.1 s until it succeeds, at most $1 seconds.
-until_ok() {
-  local limit=$1; shift
-  local end=$((SECONDS + limit))
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < end)) || return 1
-    sleep 0.1
-  done
-}
-
-node_info() {  # NODE KERNEL BOOT
-  k patch node "$1" --subresource=status --type=merge -p \
-    "{\"status\":{\"nodeInfo\":{\"kernelVersion\":\"$2\",\"bootID\":\"$3\",\"architecture\":\"amd64\",\"machineID\":\"m\",\"systemUUID\":\"u\",\"kubeProxyVersion\":\"\",\"kubeletVersion\":\"\",\"containerRuntimeVersion\":\"\",\"operatingSystem\":\"linux\",\"osImage\":\"sim\"}}}" >/dev/null
-}
+node_info() { kube_node_info "$1" "$2" "$3" sim; }  # NODE KERNEL BOOT
 
 step "CRD, namespaces, Nodes: sim-0..2, sim-3 (a worker tainted NoExecute), gke-0"
-k apply -f "$src/deploy/crd/kmm.sigs.x-k8s.io_modules.yaml" >/dev/null
-KUBECONFIG=$KMODD_KUBE_KUBECONFIG "$src/tools/kube/wait-crd" modules.kmm.sigs.x-k8s.io
+kube_crd_install
 k create namespace kmodd-system >/dev/null
 k create namespace kmm-demo >/dev/null
 for i in 0 1 2; do
@@ -101,20 +78,11 @@ node_info gke-0 6.1.90+ boot-gke
 as_deployed "$src" "$dir/controller.kubeconfig" kmm-demo || fail "cannot set up deploy/'s RBAC and policy"
 mkdir -p "$dir/tokens"
 for n in sim-0 sim-1 sim-2 sim-3 gke-0; do
-  k create -f - >/dev/null <<YAML
-apiVersion: v1
-kind: Pod
-metadata: {name: kmodd-agent-$n, namespace: kmodd-system}
-spec:
-  serviceAccountName: kmodd-agent
-  automountServiceAccountToken: false
-  nodeName: $n
-  containers: [{name: agent, image: kmodd/agent}]
-YAML
-  k -n kmodd-system create token kmodd-agent --audience kmodd --duration 1h --bound-object-kind Pod \
-    --bound-object-name "kmodd-agent-$n" >"$dir/tokens/$n"
+  kube_agent_token "$n" kmodd-system "$dir/tokens/$n"
 done
 
+# start_controller and start_agents set NAME_pid (NAME with _ for -) for the tests below.
+declare ctl_a_pid agents_a_pid
 start_controller() {  # NAME [extra flags...]
   local name=$1; shift
   POD_NAME=$name "$bin/kmodd-controller" run --kubernetes --kubeconfig "$dir/controller.kubeconfig" \
@@ -122,7 +90,7 @@ start_controller() {  # NAME [extra flags...]
     2>"$dir/$name.log" &
   pids+=($!)
   eval "${name//-/_}_pid=$!"
-  until_ok 20 grep -q '"controller running (Kubernetes)"' "$dir/$name.log" || fail "$name did not start"
+  eventually 20 grep -q '"controller running (Kubernetes)"' "$dir/$name.log" || fail "$name did not start"
   # The CA it published (ConfigMap kmodd-ca), as the agents mount it.
   k -n kmodd-system get configmap kmodd-ca -o jsonpath='{.data.ca\.crt}' >"$dir/ca.crt"
   [[ -s $dir/ca.crt ]] || fail "$name published no CA"
@@ -150,20 +118,16 @@ spec:
         - {regexp: '$regexp', containerImage: '127.0.0.1:5000/kmm-ci-a:\$KERNEL_FULL_VERSION'}
 YAML
 }
-loader() { k get module -n kmm-demo "$1" -o jsonpath='{.status.moduleLoader.nodesMatchingSelectorNumber}/{.status.moduleLoader.desiredNumber}/{.status.moduleLoader.availableNumber}'; }
-ready_nodes() { k get nodes -l "kmm.node.kubernetes.io/kmm-demo.$1.ready" -o jsonpath='{.items[*].metadata.name}'; }
-status_is() { [[ $(loader "$1") == "$2" ]]; }
 cond() {  # MODULE TYPE FIELD: a field of one of the Module's status conditions
   k get module -n kmm-demo "$1" -o jsonpath="{.status.conditions[?(@.type==\"$2\")].$3}"
 }
 cond_is() { [[ $(cond "$1" "$2" status) == "$3" ]]; }
-ready_is() { [[ $(ready_nodes "$1") == "$2" ]]; }
 
 step "controller and agents"
 start_controller ctl-a --status-file "$dir/ctl-a-status.yaml"
-until_ok 20 grep -q '"sync server listening".*"port":[1-9]' "$dir/ctl-a.log" || fail "the restarted controller does not listen"
+eventually 20 grep -q '"sync server listening".*"port":[1-9]' "$dir/ctl-a.log" || fail "the restarted controller does not listen"
 start_agents agents-a "$(port_of ctl-a)"
-until_ok 20 grep -q "connected 3" "$dir/agents-a.log" || fail "agents did not connect"
+eventually 20 grep -q "connected 3" "$dir/agents-a.log" || fail "agents did not connect"
 
 # Every Event of `reason` is KMM's: Normal, its message and module annotation, source kmm.
 kmm_events_are() {  # REASON MESSAGE MODULE COUNT
@@ -176,15 +140,15 @@ kmm_events_are() {  # REASON MESSAGE MODULE COUNT
 step "a Module selecting the workers sim-0, sim-1 and the tainted sim-3: status, labels, events, finalizer"
 module kmm-ci-a
 # KMM counts only the nodes it would schedule on: not sim-3 (untolerated NoExecute taint).
-until_ok 20 status_is kmm-ci-a 2/2/2 || fail "status.moduleLoader is $(loader kmm-ci-a), want 2/2/2 (sim-3 is tainted)"
+eventually 20 status_is kmm-ci-a 2/2/2 || fail "status.moduleLoader is $(loader kmm-ci-a), want 2/2/2 (sim-3 is tainted)"
 [[ $(k get module -n kmm-demo kmm-ci-a -o jsonpath='{.status.nodes[?(@.node=="sim-3")].phase}') == Skipped ]] ||
   fail "sim-3's row: $(k get module -n kmm-demo kmm-ci-a -o jsonpath='{.status.nodes}')"
-until_ok 10 ready_is kmm-ci-a "sim-0 sim-1" || fail "ready labels on '$(ready_nodes kmm-ci-a)'"
+eventually 10 ready_is kmm-ci-a "sim-0 sim-1" || fail "ready labels on '$(ready_nodes kmm-ci-a)'"
 [[ -z $(k get node sim-0 -o jsonpath='{.metadata.labels.kmm\.node\.kubernetes\.io/kernel-version\.full}') ]] ||
   fail "a kernel-version.full label (KMM writes none)"
 [[ $(k get nodes sim-2 sim-3 -o json | jq '[.items[].metadata.labels | keys[] | select(startswith("kmm.node"))] | length') == 0 ]] ||
   fail "sim-2 or sim-3 has kmm labels"
-until_ok 10 kmm_events_are ModuleLoaded "Module kmm-demo/kmm-ci-a loaded into the kernel" kmm-demo/kmm-ci-a 2 ||
+eventually 10 kmm_events_are ModuleLoaded "Module kmm-demo/kmm-ci-a loaded into the kernel" kmm-demo/kmm-ci-a 2 ||
   fail "ModuleLoaded events: $(k get events -n default --field-selector reason=ModuleLoaded -o json)"
 # (Not piped into grep -q: with pipefail, kubectl's SIGPIPE when grep stops early fails it.)
 [[ $(k get events -n default --field-selector reason=ModuleLoaded) == *"Module kmm-demo/kmm-ci-a loaded into the kernel"* ]] ||
@@ -195,18 +159,18 @@ until_ok 10 kmm_events_are ModuleLoaded "Module kmm-demo/kmm-ci-a loaded into th
 
 step "kmodd-controller status reads what the Kubernetes-mode controller writes"
 ctl_status() { "$bin/kmodd-controller" status --status-file "$dir/ctl-a-status.yaml" "$@"; }
-until_ok 10 bash -c "'$bin/kmodd-controller' status --status-file '$dir/ctl-a-status.yaml' | grep -Eq '^kmm-demo +kmm-ci-a +2 +2 +2 +False'" ||
+eventually 10 bash -c "'$bin/kmodd-controller' status --status-file '$dir/ctl-a-status.yaml' | grep -Eq '^kmm-demo +kmm-ci-a +2 +2 +2 +False'" ||
   fail "status has no row kmm-ci-a 2 2 2: $(ctl_status 2>&1)"
 ctl_status
 ctl_status --nodes | grep -Eq '^kmm-demo +kmm-ci-a +sim-0 +Loaded' || fail "status --nodes: $(ctl_status --nodes 2>&1)"
 
 step "delete it: unloaded first, labels gone after the agents' report, then gone"
 k delete module -n kmm-demo kmm-ci-a --wait=false >/dev/null
-until_ok 20 bash -c "! kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get module -n kmm-demo kmm-ci-a" || fail "Module still there"
+eventually 20 bash -c "! kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get module -n kmm-demo kmm-ci-a" || fail "Module still there"
 [[ -z $(ready_nodes kmm-ci-a) ]] || fail "ready labels left: $(ready_nodes kmm-ci-a)"
 [[ $(k get nodes -o json | jq '[.items[].metadata.labels | keys[] | select(startswith("kmm.node"))] | length') == 0 ]] ||
   fail "kmm labels left on nodes"
-until_ok 10 kmm_events_are ModuleUnloaded "Module kmm-demo/kmm-ci-a unloaded from the kernel" kmm-demo/kmm-ci-a 2 ||
+eventually 10 kmm_events_are ModuleUnloaded "Module kmm-demo/kmm-ci-a unloaded from the kernel" kmm-demo/kmm-ci-a 2 ||
   fail "ModuleUnloaded events: $(k get events -n default --field-selector reason=ModuleUnloaded -o json)"
 python3 - "$dir/ctl-a.log" <<'PY'
 import json, sys, datetime
@@ -228,11 +192,11 @@ PY
 
 step "a GKE node (kernel 6.1.90+) is labelled ready; a label the API server refuses holds back no other"
 start_agents agents-gke "$(port_of ctl-a)" 1 gke- 6.1.90+
-until_ok 20 grep -q "connected 1" "$dir/agents-gke.log" || fail "the GKE agent did not connect"
+eventually 20 grep -q "connected 1" "$dir/agents-gke.log" || fail "the GKE agent did not connect"
 module kmm-ci-g gke
-until_ok 20 ready_is kmm-ci-g gke-0 ||
+eventually 20 ready_is kmm-ci-g gke-0 ||
   fail "gke-0 (kernel 6.1.90+) is not labelled ready; label writes that failed: $(grep -c '"cannot label a node"' "$dir/ctl-a.log")"
-until_ok 10 status_is kmm-ci-g 1/1/1 || fail "kmm-ci-g status $(loader kmm-ci-g)"
+eventually 10 status_is kmm-ci-g 1/1/1 || fail "kmm-ci-g status $(loader kmm-ci-g)"
 # A cluster policy refuses kmm-ci-r's ready label with 422 Invalid, as the API server
 # refuses an invalid label: the whole patch that carries it.
 k apply -f - >/dev/null <<YAML
@@ -253,12 +217,12 @@ kind: ValidatingAdmissionPolicyBinding
 metadata: {name: kmodd-test-refuse-label}
 spec: {policyName: kmodd-test-refuse-label, validationActions: [Deny]}
 YAML
-until_ok 20 bash -c "! kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' label --dry-run=server node gke-0 kmm.node.kubernetes.io/kmm-demo.kmm-ci-r.ready=" ||
+eventually 20 bash -c "! kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' label --dry-run=server node gke-0 kmm.node.kubernetes.io/kmm-demo.kmm-ci-r.ready=" ||
   fail "the policy does not refuse the label"
 module kmm-ci-r gke
-until_ok 20 grep -q '"node label refused".*kmm-ci-r' "$dir/ctl-a.log" || fail "kmm-ci-r's label was not refused"
+eventually 20 grep -q '"node label refused".*kmm-ci-r' "$dir/ctl-a.log" || fail "kmm-ci-r's label was not refused"
 module kmm-ci-h gke
-until_ok 20 ready_is kmm-ci-h gke-0 || fail "kmm-ci-r's refused label holds back kmm-ci-h's"
+eventually 20 ready_is kmm-ci-h gke-0 || fail "kmm-ci-r's refused label holds back kmm-ci-h's"
 ready_is kmm-ci-g gke-0 || fail "kmm-ci-g's label is gone"
 ready_is kmm-ci-r "" || fail "kmm-ci-r's label is there"
 sleep 3  # three writer passes: a refusal is not asked again on each
@@ -273,33 +237,33 @@ k delete validatingadmissionpolicy kmodd-test-refuse-label >/dev/null
 
 step "an invalid Module (no webhook): rejected in its status, naming the field; no finalizer"
 module kmm-ci-bad worker '^6\.1\.(['
-until_ok 20 cond_is kmm-ci-bad Accepted False ||
+eventually 20 cond_is kmm-ci-bad Accepted False ||
   fail "no Accepted=False condition: $(k get module -n kmm-demo kmm-ci-bad -o jsonpath='{.status}')"
 msg=$(cond kmm-ci-bad Accepted message)
 echo "Accepted=False: $msg"
 [[ $msg == *'spec.moduleLoader.container.kernelMappings[0].regexp: '* ]] || fail "the condition does not name the field: $msg"
 [[ $(cond kmm-ci-bad Accepted reason) == Invalid ]] || fail "reason $(cond kmm-ci-bad Accepted reason)"
 [[ $(loader kmm-ci-bad) == 0/0/0 ]] || fail "a rejected Module's counters: $(loader kmm-ci-bad)"
-until_ok 10 bash -c "'$bin/kmodd-controller' status --status-file '$dir/ctl-a-status.yaml' | grep -q 'Module kmm-demo/kmm-ci-bad: spec.moduleLoader.container.kernelMappings\[0\].regexp: '" ||
+eventually 10 bash -c "'$bin/kmodd-controller' status --status-file '$dir/ctl-a-status.yaml' | grep -q 'Module kmm-demo/kmm-ci-bad: spec.moduleLoader.container.kernelMappings\[0\].regexp: '" ||
   fail "the status file does not list the rejection: $(ctl_status 2>&1)"
 module_warning() {  # MODULE REASON: the Warning Events about the Module with that reason
   k get events -n kmm-demo --field-selector "involvedObject.kind=Module,involvedObject.name=$1,reason=$2,type=Warning" \
     -o jsonpath='{.items[*].message}'
 }
-until_ok 10 bash -c "kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get events -n kmm-demo --field-selector involvedObject.name=kmm-ci-bad,reason=Rejected,type=Warning -o name | grep -q ." ||
+eventually 10 bash -c "kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get events -n kmm-demo --field-selector involvedObject.name=kmm-ci-bad,reason=Rejected,type=Warning -o name | grep -q ." ||
   fail "no Warning Event Rejected on the Module: $(k get events -n kmm-demo)"
 [[ $(module_warning kmm-ci-bad Rejected) == "$msg" ]] || fail "the Event says '$(module_warning kmm-ci-bad Rejected)', not the condition's message"
 
 step "a Module whose pull Secret is missing says so until the Secret is created"
 module kmm-ci-s worker '' 'imageRepoSecret: {name: kmm-ci-pull}'
-until_ok 20 status_is kmm-ci-s 2/2/2 || fail "status.moduleLoader is $(loader kmm-ci-s), want 2/2/2"
-until_ok 10 cond_is kmm-ci-s PullSecretResolved False ||
+eventually 20 status_is kmm-ci-s 2/2/2 || fail "status.moduleLoader is $(loader kmm-ci-s), want 2/2/2"
+eventually 10 cond_is kmm-ci-s PullSecretResolved False ||
   fail "no PullSecretResolved=False condition: $(k get module -n kmm-demo kmm-ci-s -o jsonpath='{.status.conditions}')"
 msg=$(cond kmm-ci-s PullSecretResolved message)
 echo "PullSecretResolved=False: $msg"
 [[ $msg == *'Secret kmm-demo/kmm-ci-pull'* && $msg == *'not found'* ]] || fail "the condition does not name the Secret: $msg"
 [[ $(cond kmm-ci-s PullSecretResolved reason) == NotFound ]] || fail "reason $(cond kmm-ci-s PullSecretResolved reason)"
-until_ok 10 bash -c "kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get events -n kmm-demo --field-selector involvedObject.name=kmm-ci-s,reason=PullSecretNotFound,type=Warning -o name | grep -q ." ||
+eventually 10 bash -c "kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get events -n kmm-demo --field-selector involvedObject.name=kmm-ci-s,reason=PullSecretNotFound,type=Warning -o name | grep -q ." ||
   fail "no Warning Event PullSecretNotFound on the Module: $(k get events -n kmm-demo)"
 [[ $(module_warning kmm-ci-s PullSecretNotFound) == "$msg" ]] || fail "the Event says '$(module_warning kmm-ci-s PullSecretNotFound)'"
 # Many writer passes have run since kmm-ci-bad was seen: a finalizer would be there by now.
@@ -312,13 +276,13 @@ step "a controller restarted while the never-accepted Module is rejected still s
 kill "$ctl_a_pid" "$agents_a_pid"
 wait "$ctl_a_pid" "$agents_a_pid" 2>/dev/null || true
 start_controller ctl-a --status-file "$dir/ctl-a-status.yaml"
-until_ok 20 grep -q '"sync server listening".*"port":[1-9]' "$dir/ctl-a.log" || fail "the restarted controller does not listen"
+eventually 20 grep -q '"sync server listening".*"port":[1-9]' "$dir/ctl-a.log" || fail "the restarted controller does not listen"
 start_agents agents-a "$(port_of ctl-a)"
-until_ok 20 grep -q "connected 3" "$dir/agents-a.log" || fail "after the restart the agents' hellos were not answered"
+eventually 20 grep -q "connected 3" "$dir/agents-a.log" || fail "after the restart the agents' hellos were not answered"
 module kmm-ci-x
-until_ok 20 status_is kmm-ci-x 2/2/2 || fail "after the restart kmm-ci-x is $(loader kmm-ci-x), want 2/2/2"
+eventually 20 status_is kmm-ci-x 2/2/2 || fail "after the restart kmm-ci-x is $(loader kmm-ci-x), want 2/2/2"
 k delete module -n kmm-demo kmm-ci-x --wait=false >/dev/null
-until_ok 20 bash -c "! kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get module -n kmm-demo kmm-ci-x" || fail "kmm-ci-x still there"
+eventually 20 bash -c "! kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get module -n kmm-demo kmm-ci-x" || fail "kmm-ci-x still there"
 timeout 20 kubectl --kubeconfig "$KMODD_KUBE_KUBECONFIG" delete module -n kmm-demo kmm-ci-bad >/dev/null ||
   fail "the rejected Module could not be deleted"
 # One the API server takes (it checks only that a dockerconfigjson is JSON) but whose entry
@@ -330,7 +294,7 @@ metadata: {name: kmm-ci-pull, namespace: kmm-demo}
 type: kubernetes.io/dockerconfigjson
 stringData: {.dockerconfigjson: '{"auths":{"127.0.0.1:5000":"Y2k6Y2k="}}'}
 YAML
-until_ok 30 bash -c "[[ \$(kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get module -n kmm-demo kmm-ci-s -o jsonpath='{.status.conditions[?(@.type==\"PullSecretResolved\")].reason}') == InvalidContent ]]" ||
+eventually 30 bash -c "[[ \$(kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get module -n kmm-demo kmm-ci-s -o jsonpath='{.status.conditions[?(@.type==\"PullSecretResolved\")].reason}') == InvalidContent ]]" ||
   fail "PullSecretResolved is $(cond kmm-ci-s PullSecretResolved reason): $(cond kmm-ci-s PullSecretResolved message)"
 msg=$(cond kmm-ci-s PullSecretResolved message)
 echo "PullSecretResolved=False InvalidContent: $msg"
@@ -338,12 +302,12 @@ echo "PullSecretResolved=False InvalidContent: $msg"
    $msg == *'kubectl create secret docker-registry kmm-ci-pull -n kmm-demo'* ]] ||
   fail "the condition does not name the Secret, the field and the fix: $msg"
 [[ $(cond kmm-ci-s PullSecretResolved status) == False ]] || fail "PullSecretResolved is not False"
-until_ok 10 bash -c "kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get events -n kmm-demo --field-selector involvedObject.name=kmm-ci-s,reason=PullSecretInvalidContent,type=Warning -o name | grep -q ." ||
+eventually 10 bash -c "kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get events -n kmm-demo --field-selector involvedObject.name=kmm-ci-s,reason=PullSecretInvalidContent,type=Warning -o name | grep -q ." ||
   fail "no Warning Event PullSecretInvalidContent on the Module: $(k get events -n kmm-demo)"
 k delete secret -n kmm-demo kmm-ci-pull >/dev/null
 k create secret docker-registry kmm-ci-pull -n kmm-demo --docker-server=127.0.0.1:5000 \
   --docker-username=ci --docker-password=ci >/dev/null
-until_ok 30 cond_is kmm-ci-s PullSecretResolved True ||
+eventually 30 cond_is kmm-ci-s PullSecretResolved True ||
   fail "PullSecretResolved is still $(cond kmm-ci-s PullSecretResolved status): $(cond kmm-ci-s PullSecretResolved message)"
 echo "PullSecretResolved=True: $(cond kmm-ci-s PullSecretResolved message)"
 
@@ -365,28 +329,27 @@ spec:
         - {regexp: '^.+\$', containerImage: '127.0.0.1:5000/kmm-ci-a:\$KERNEL_FULL_VERSION'}
 YAML
 other_cond() { k get module -n kmm-other kmm-ci-o -o jsonpath="{.status.conditions[?(@.type==\"PullSecretResolved\")].$1}"; }
-until_ok 20 bash -c "[[ \$(kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get module -n kmm-other kmm-ci-o -o jsonpath='{.status.conditions[?(@.type==\"PullSecretResolved\")].reason}') == Forbidden ]]" ||
+eventually 20 bash -c "[[ \$(kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get module -n kmm-other kmm-ci-o -o jsonpath='{.status.conditions[?(@.type==\"PullSecretResolved\")].reason}') == Forbidden ]]" ||
   fail "PullSecretResolved of kmm-other/kmm-ci-o: $(other_cond reason): $(other_cond message)"
 msg=$(other_cond message)
 echo "PullSecretResolved=False Forbidden: $msg"
 [[ $msg == *'Secret kmm-other/kmm-ci-pull cannot be read'* && $msg == *'add kmm-other to the Helm value moduleNamespaces'* ]] ||
   fail "the condition does not say what to add: $msg"
 k delete module -n kmm-other kmm-ci-o --wait=false >/dev/null
-until_ok 20 bash -c "! kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get module -n kmm-other kmm-ci-o" || fail "kmm-ci-o still there"
+eventually 20 bash -c "! kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get module -n kmm-other kmm-ci-o" || fail "kmm-ci-o still there"
 k delete module -n kmm-demo kmm-ci-s --wait=false >/dev/null
-until_ok 20 bash -c "! kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get module -n kmm-demo kmm-ci-s" || fail "kmm-ci-s still there"
+eventually 20 bash -c "! kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get module -n kmm-demo kmm-ci-s" || fail "kmm-ci-s still there"
 
 step "API server restart and watch expiry: a stopped controller relists and sees what it missed"
 module kmm-ci-b
-until_ok 20 status_is kmm-ci-b 2/2/2 || fail "status $(loader kmm-ci-b)"
-until_ok 10 ready_is kmm-ci-b "sim-0 sim-1" || fail "labels on '$(ready_nodes kmm-ci-b)'"
+eventually 20 status_is kmm-ci-b 2/2/2 || fail "status $(loader kmm-ci-b)"
+eventually 10 ready_is kmm-ci-b "sim-0 sim-1" || fail "labels on '$(ready_nodes kmm-ci-b)'"
 # Frozen, the controller sees nothing of the restart nor of what follows: its watches then
 # resume from versions the restarted server's watch cache no longer holds (410 Gone).
 kill -STOP "$ctl_a_pid"
 "$src/tools/kube/start" --restart-apiserver "$dir/kube" >/dev/null
 # shellcheck disable=SC1091
 source "$dir/kube/env"
-k() { kubectl --kubeconfig "$KMODD_KUBE_KUBECONFIG" "$@"; }
 # kmm-ci-b vanishes without a deletion the controller could watch (its finalizer stripped, as
 # a forced delete does); kmm-ci-c appears.
 k patch module -n kmm-demo kmm-ci-b --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null
@@ -394,9 +357,9 @@ k delete module -n kmm-demo kmm-ci-b >/dev/null
 module kmm-ci-c
 expired_before=$(grep -c '"watch of Modules expired; listing again"' "$dir/ctl-a.log" || true)
 kill -CONT "$ctl_a_pid"
-until_ok 30 bash -c "[[ \$(grep -c '\"watch of Modules expired; listing again\"' '$dir/ctl-a.log') -gt $expired_before ]]" ||
+eventually 30 bash -c "[[ \$(grep -c '\"watch of Modules expired; listing again\"' '$dir/ctl-a.log') -gt $expired_before ]]" ||
   fail "the controller did not relist Modules after a 410"
 grep '"watch of Modules expired' "$dir/ctl-a.log" | tail -1
-until_ok 30 status_is kmm-ci-c 2/2/2 || fail "after the relist: kmm-ci-c status $(loader kmm-ci-c)"
-until_ok 10 ready_is kmm-ci-c "sim-0 sim-1" || fail "after the relist: kmm-ci-c labels on '$(ready_nodes kmm-ci-c)'"
-until_ok 10 ready_is kmm-ci-b "" || fail "after the relist: kmm-ci-b labels still on '$(ready_nodes kmm-ci-b)'"
+eventually 30 status_is kmm-ci-c 2/2/2 || fail "after the relist: kmm-ci-c status $(loader kmm-ci-c)"
+eventually 10 ready_is kmm-ci-c "sim-0 sim-1" || fail "after the relist: kmm-ci-c labels on '$(ready_nodes kmm-ci-c)'"
+eventually 10 ready_is kmm-ci-b "" || fail "after the relist: kmm-ci-b labels still on '$(ready_nodes kmm-ci-b)'"

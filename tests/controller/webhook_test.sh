@@ -14,42 +14,24 @@ set -euo pipefail
 
 bin=$1
 src=$2
-dir=$(mktemp -d /tmp/kmodd-webhook-test-XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  "$src/tools/kube/stop" "$dir/kube" >/dev/null 2>&1 || true
-  rm -rf "$dir"
-}
-trap cleanup EXIT
 fail() {
   echo "webhook_test: FAIL: $*" >&2
   for f in "$dir"/*.log; do echo "--- $f" >&2; tail -n 30 "$f" >&2; done
   exit 1
 }
 note() { echo "webhook_test: ok: $*"; }
-eventually() {  # eventually SECONDS CMD...: runs CMD until it succeeds
-  local until=$((SECONDS + $1)); shift
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < until)) || return 1
-    sleep 0.2
-  done
-}
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=tests/lib/harness.bash
+source "$src/tests/lib/harness.bash"
+# shellcheck source=tests/lib/kube.bash
+source "$src/tests/lib/kube.bash"
+declare dir
+make_temp_dir dir kmodd-webhook-test
 
-if ! "$src/tools/kube/start" "$dir/kube" >/dev/null; then
-  echo "webhook_test: tools/kube/start failed (run tools/kube/setup first)" >&2
-  exit 1
-fi
-# shellcheck disable=SC1091
-source "$dir/kube/env"
-export PATH="$KMODD_KUBE_BIN:$PATH"  # kubectl built by tools/kube/setup
+kube_start "$dir/kube"
 export KUBECONFIG=$KMODD_KUBE_KUBECONFIG
 ns=kmodd-system
 
-kubectl apply -f "$src/deploy/crd/kmm.sigs.x-k8s.io_modules.yaml" >/dev/null
-"$src/tools/kube/wait-crd" modules.kmm.sigs.x-k8s.io
+kube_crd_install
 kubectl create namespace "$ns" >/dev/null
 kubectl create namespace kmm-demo >/dev/null
 kubectl -n "$ns" create serviceaccount kmodd-agent >/dev/null

@@ -22,36 +22,28 @@ bin=$(cd "$1" && pwd)
 src=$(cd "$2" && pwd)
 py=/usr/bin/python3
 kube="$py $src/tests/deploy/kube.py"
-work=$(mktemp -d /tmp/kmodd-deploy-test.XXXXXX)
 step() { echo "== $*"; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# shellcheck source=tests/lib/harness.bash
+source "$src/tests/lib/harness.bash"
+declare work
+make_temp_dir work kmodd-deploy-test KEEP
 
-cleanup() {
-  [ -f "$work/kube/env" ] && "$src/tools/kube/stop" "$work/kube" >/dev/null 2>&1 || true
-  [ -f "$work/reg/env" ] && "$src/tools/registry/stop" "$work/reg" >/dev/null 2>&1 || true
-  if [ -n "${KEEP:-}" ]; then echo "kept $work"; else rm -rf "$work"; fi
-}
-trap cleanup EXIT
-
-command -v buildah >/dev/null || fail "buildah is missing (tools/bootstrap installs it)"
+require_tools buildah
 $py -c 'import yaml' || fail "python3-yaml is missing (tools/bootstrap installs it)"
 [ -x "$src/tools/kube/start" ] || fail "tools/kube/start is missing"
-[ -x "$bin/kmodd-agent" ] && [ -x "$bin/kmodd-controller" ] || fail "no kmodd binaries in $bin"
+require_bins "$bin" kmodd-agent kmodd-controller
 
 step "the CRD file is what deploy/crd/generate.py writes"
 $py "$src/deploy/crd/generate.py" --check
 
 step "registry and API server"
-"$src/tools/registry/start" http "$work/reg" >/dev/null || fail "tools/registry/start failed"
-source "$work/reg/env"
+registry_start "$work/reg"
 if ! eval "$("$src/tools/kube/setup" 2>"$work/kube-setup.log")"; then
   cat "$work/kube-setup.log" >&2; fail "tools/kube/setup failed"
 fi
 export KMODD_KUBE_APISERVER KMODD_KUBE_ETCD
-"$src/tools/kube/start" "$work/kube" >/dev/null 2>"$work/kube-start.log" \
-  || { cat "$work/kube-start.log" >&2; fail "tools/kube/start failed"; }
-set -a; source "$work/kube/env"; set +a
-export PATH="$KMODD_KUBE_BIN:$PATH"  # kubectl built by tools/kube/setup
+kube_start "$work/kube"
 
 step "images: build and push"
 t0=$EPOCHREALTIME
@@ -59,6 +51,7 @@ t0=$EPOCHREALTIME
   || fail "tools/images/build failed"
 t1=$EPOCHREALTIME
 cat "$work/images.env"
+# shellcheck source=/dev/null
 source "$work/images.env"
 awk "BEGIN {printf \"images built and pushed in %.1f s\n\", $t1 - $t0}"
 for v in KMODD_AGENT_IMAGE KMODD_CONTROLLER_IMAGE; do
@@ -179,12 +172,11 @@ $kube apply "$work/install.yaml"
 $kube exists "$work/install.yaml"
 
 step "the CRD is Established"
-for _ in $(seq 50); do
+crd_established() {
   $kube get /apis/apiextensions.k8s.io/v1/customresourcedefinitions/modules.kmm.sigs.x-k8s.io \
-    | $py -c 'import json,sys; c={x["type"]:x["status"] for x in json.load(sys.stdin)["status"].get("conditions",[])}; sys.exit(0 if c.get("Established")=="True" else 1)' \
-    && break
-  sleep 0.2
-done || fail "CRD not Established"
+    | $py -c 'import json,sys; c={x["type"]:x["status"] for x in json.load(sys.stdin)["status"].get("conditions",[])}; sys.exit(0 if c.get("Established")=="True" else 1)'
+}
+eventually 10 crd_established || fail "CRD not Established"
 
 step "every example Module is accepted, with nothing pruned"
 $kube apply "$work/examples.yaml"
@@ -430,10 +422,8 @@ echo "$left" | $py -c 'import json,sys; assert json.load(sys.stdin)["body"]["ite
   || echo "$left" | grep -q '"code": 404' || fail "objects left in kmodd-system: $left"
 $kube request PUT /api/v1/namespaces/kmodd-system/finalize \
   '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"kmodd-system"},"spec":{"finalizers":[]}}' >/dev/null
-for _ in $(seq 50); do
-  [ -z "$($kube leftovers "$work/all.yaml")" ] && break
-  sleep 0.2
-done
+no_leftovers() { [ -z "$($kube leftovers "$work/all.yaml")" ]; }
+eventually 10 no_leftovers || true  # what is left is named below
 left=$($kube leftovers "$work/all.yaml")
 [ -z "$left" ] || fail "left after uninstall: $left"
 # Nothing kmodd's under any name: cluster-scoped kinds by label, and the API group.
@@ -444,11 +434,8 @@ for p in /apis/rbac.authorization.k8s.io/v1/clusterroles /apis/rbac.authorizatio
   n=$($kube get "$p?labelSelector=app.kubernetes.io/name=kmodd" | $py -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))')
   [ "$n" = 0 ] || fail "$n kmodd objects left in $p"
 done
-for _ in $(seq 50); do
-  $kube get /apis/kmm.sigs.x-k8s.io/v1beta1 >/dev/null 2>&1 || break
-  sleep 0.2
-done
-$kube get /apis/kmm.sigs.x-k8s.io/v1beta1 >/dev/null 2>&1 && fail "the kmm.sigs.x-k8s.io API is still served"
+api_gone() { ! $kube get /apis/kmm.sigs.x-k8s.io/v1beta1 >/dev/null 2>&1; }
+eventually 10 api_gone || fail "the kmm.sigs.x-k8s.io API is still served"
 echo "nothing left"
 
 echo "deploy test: passed"

@@ -39,9 +39,11 @@ set -uo pipefail
 bin="$1"
 root="$2"
 case_name="$3"
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/kmodd-e2e.XXXXXX")
+# shellcheck source=tests/lib/harness.bash
+. "$root/tests/lib/harness.bash"  # its default fail until lib.bash's, below
+declare tmp
 # KMODD_E2E_KEEP=1 keeps the guest's sections, the kernel log and the scripts for a look.
-if [[ -n ${KMODD_E2E_KEEP:-} ]]; then echo "# kept: $tmp"; else trap 'rm -rf "$tmp"' EXIT; fi
+make_temp_dir tmp kmodd-e2e KMODD_E2E_KEEP
 g=$tmp/sections  # the guest's output, one file per section
 mkdir -p "$g" "$tmp/guest" "$tmp/trees"
 

@@ -13,23 +13,15 @@ show() {  # show FILE: its content (the last 60 lines of a long one, e.g. the ke
   echo "---"
 }
 
-# The rig: tools/test exports its variables; alone, the cache's env file has them.
+# shellcheck source=tests/lib/vm.bash
+. "$root/tests/lib/vm.bash"
+vm_rig_require
+# The cases also boot the image without dependencies and insert a module of the wrong vermagic.
 cache=${KMODD_VM_CACHE:-/var/cache/kmodd-vm}
-if [[ -z ${KMODD_TEST_IMAGE:-} && -f $cache/env ]]; then
-  # shellcheck source=/dev/null
-  . "$cache/env"
-fi
-[[ -f $cache/env && -d ${KMODD_TEST_IMAGE:-/nonexistent} && -d ${KMODD_TEST_IMAGE_NODEP:-/nonexistent} \
-   && -f ${KMODD_TEST_BADVERMAGIC_KO:-/nonexistent} ]] \
-  || fail "the real-kernel rig is not set up ($cache/env, KMODD_TEST_IMAGE): run" \
+[[ -f $cache/env && -d ${KMODD_TEST_IMAGE_NODEP:-/nonexistent} && -f ${KMODD_TEST_BADVERMAGIC_KO:-/nonexistent} ]] \
+  || fail "the real-kernel rig is not set up ($cache/env, KMODD_TEST_IMAGE_NODEP): run" \
           "eval \"\$(tools/vm/setup)\" as root (tools/test does)"
-# Without debug info: the guest's root is a RAM disk holding the kernel's whole module
-# tree, and a RelWithDebInfo kmodd-agent (100 MB) no longer fits beside it.
-mkdir -p "$tmp/bin"
-for b in kmodd-agent kmodd-timeit; do
-  [[ -x $bin/$b ]] || fail "$bin/$b is missing: build first"
-  strip --strip-debug -o "$tmp/bin/$b" "$bin/$b" || fail "cannot strip $bin/$b"
-done
+vm_strip_bins "$bin" "$tmp/bin" kmodd-agent kmodd-timeit
 K=$KMODD_VM_KERNEL
 
 # --- assertions on the guest's sections (and $tmp/dmesg) ----------------------------

@@ -50,39 +50,25 @@ case_name="$3"
 agent=$bin/kmodd-agent
 K=6.1.0-57-cloud-amd64   # the kernel of the kept path, opt/lib/modules/$K/
 P=opt/lib/modules/$K
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/kmodd-pull.XXXXXX")
-tmp=$(cd "$tmp" && pwd -P)
-bg_pid=""
-
-cleanup() {
-  if [[ -n $bg_pid ]]; then kill -9 "$bg_pid" 2>/dev/null; wait "$bg_pid" 2>/dev/null; fi
-  local d
-  for d in "$tmp"/reg-*; do
-    [[ -d $d ]] && "$root/tools/registry/stop" "$d"
-  done
-  if [[ -n ${KMODD_PULL_KEEP:-} ]]; then echo "# kept: $tmp"; else rm -rf "$tmp"; fi
-}
-trap cleanup EXIT
-
 fail() { echo "FAIL: $case_name: $*"; exit 1; }
 note() { echo "# $*"; }
 show() { echo "--- $(basename "$1"):"; cat "$1" 2>/dev/null; echo "---"; }
+# shellcheck source=tests/lib/harness.bash
+. "$root/tests/lib/harness.bash"
+declare tmp
+make_temp_dir tmp kmodd-pull KMODD_PULL_KEEP
+# A pull in the background (kill9-mid-pull), killed as hard at exit as in the test.
+bg_pid=""
+kill_bg() { if [[ -n $bg_pid ]]; then kill -9 "$bg_pid" 2>/dev/null; wait "$bg_pid" 2>/dev/null; fi; }
+on_exit kill_bg
 
-for tool in /usr/bin/docker-registry umoci skopeo htpasswd openssl curl python3; do
-  command -v "$tool" >/dev/null || fail "$tool not found: run tools/bootstrap (these tests never skip)"
-done
-[[ -x $agent ]] || fail "$agent is missing: build first"
+require_tools /usr/bin/docker-registry umoci skopeo htpasswd openssl curl python3
+require_bins "$bin" kmodd-agent
 # The interpreter itself, not a version manager's shim that costs 0.2 s a call.
 py=$(python3 -c 'import sys; print(sys.executable)') || fail "python3 does not run"
 
 # --- the registry and images -------------------------------------------------------------
-registry() {  # registry MODE: starts one in $tmp/reg-MODE and loads its env (KMODD_REGISTRY...)
-  local dir=$tmp/reg-$1
-  "$root/tools/registry/start" "$1" "$dir" >"$tmp/start.out" 2>&1 \
-    || { show "$tmp/start.out"; fail "tools/registry/start $1 failed"; }
-  # shellcheck source=/dev/null
-  . "$dir/env"
-}
+registry() { registry_start "$tmp/reg-$1" "$1"; }  # registry MODE: its env (KMODD_REGISTRY...) loaded
 
 push() {  # push REPO:TAG OPTION...: push-image; sets KMODD_IMAGE, _DIGEST, _LAYOUT
   local dir=${KMODD_REGISTRY_DIR:-$tmp/no-registry}

@@ -19,24 +19,19 @@
 # it never skips. KMODD_KUBE_KEEP=1 keeps the harness directory (logs, etcd data) for a look.
 set -uo pipefail
 root=$1
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/kmodd-kube.XXXXXX")
-tmp=$(cd "$tmp" && pwd -P)
-dir=$tmp/kube
-
-cleanup() {
-  "$root/tools/kube/stop" "$dir" 2>/dev/null
-  if [[ -n ${KMODD_KUBE_KEEP:-} ]]; then echo "# kept: $tmp"; else rm -rf "$tmp"; fi
-}
-trap cleanup EXIT
-
 fail() { echo "FAIL: kube harness: $*"; exit 1; }
 note() { echo "# $*"; }
 show() { echo "--- $1:"; cat "$1" 2>/dev/null; echo; echo "---"; }
 ms() { date +%s%3N; }
+# shellcheck source=tests/lib/harness.bash
+. "$root/tests/lib/harness.bash"
+declare tmp
+make_temp_dir tmp kmodd-kube KMODD_KUBE_KEEP
+dir=$tmp/kube
+# Started below by hand, not with kube_start: this test times the start and checks its env.
+on_exit quietly "$root/tools/kube/stop" "$dir"
 
-for tool in curl openssl python3; do
-  command -v "$tool" >/dev/null || fail "$tool not found: run tools/bootstrap (this test never skips)"
-done
+require_tools curl openssl python3
 # The interpreter itself, not a version manager's shim that costs 0.2 s a call.
 py=$(python3 -c 'import sys; print(sys.executable)') || fail "python3 does not run"
 
@@ -76,8 +71,8 @@ for k in URL CA TOKEN TOKEN_USER KUBECONFIG APISERVER_PID ETCD_PID; do
   v=KMODD_KUBE_$k
   [[ -n ${!v:-} ]] || fail "DIR/env lacks $v"
 done
-[[ -f $KMODD_KUBE_KUBECONFIG ]] && grep -q "server: $KMODD_KUBE_URL" "$KMODD_KUBE_KUBECONFIG" \
-  && grep -q "token: $admin" "$KMODD_KUBE_KUBECONFIG" || fail "the kubeconfig lacks the URL or the admin token"
+{ [[ -f $KMODD_KUBE_KUBECONFIG ]] && grep -q "server: $KMODD_KUBE_URL" "$KMODD_KUBE_KUBECONFIG" \
+  && grep -q "token: $admin" "$KMODD_KUBE_KUBECONFIG"; } || fail "the kubeconfig lacks the URL or the admin token"
 
 # --- 1. health and version -----------------------------------------------------------------
 expect 200 GET /readyz "$admin"

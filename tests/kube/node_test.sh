@@ -22,9 +22,6 @@
 set -uo pipefail
 root=$1
 plugin_bin=$2
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/kmodd-node.XXXXXX")
-tmp=$(cd "$tmp" && pwd -P)
-dir=$tmp/kube
 node_name=kmodd-test-node
 # Another test's node on this machine (another checkout's CI) holds the kubelet's machine-wide
 # lock: wait for it, within ctest's 600 s.
@@ -32,51 +29,50 @@ export KMODD_KUBE_NODE_LOCK_TIMEOUT=${KMODD_KUBE_NODE_LOCK_TIMEOUT:-360}
 dp_dir=/var/lib/kubelet/device-plugins
 
 fail() { echo "FAIL: kube node: $*"; exit 1; }
+# shellcheck source=tests/lib/harness.bash
+. "$root/tests/lib/harness.bash"
+declare tmp
+keep_tmp=${KMODD_KUBE_KEEP:-}  # a failed node stop keeps it too
+make_temp_dir tmp kmodd-node keep_tmp
+dir=$tmp/kube
 note() { echo "# $*"; }
 ms() { date +%s%3N; }
 # A zombie is gone for our purposes: PID 1 here may reap the harness's orphans late.
 alive() { local st; st=$(ps -o stat= -p "$1" 2>/dev/null) && [[ $st != Z* ]]; }
-cleanup() {
-  local ok=1
-  "$root/tools/kube/node" stop "$dir" 2>/dev/null || ok=0
-  "$root/tools/kube/stop" "$dir" 2>/dev/null
-  "$root/tools/registry/stop" "$tmp/registry" 2>/dev/null
-  # A node stop that failed leaves its pid files for another try: never delete them.
-  if ((!ok)); then echo "# tools/kube/node stop failed: kept $tmp (run tools/kube/node stop $dir)"
-  elif [[ -n ${KMODD_KUBE_KEEP:-} ]]; then echo "# kept: $tmp"; else rm -rf "$tmp"; fi
+# At exit (harness.bash runs these last registered first): the node stops, drained through
+# the API server, before the API server does. A node stop that failed leaves its pid files
+# for another try: the directory is kept.
+node_stop_at_exit() {
+  "$root/tools/kube/node" stop "$dir" 2>/dev/null && return
+  echo "# tools/kube/node stop failed: run tools/kube/node stop $dir"
+  # shellcheck disable=SC2034  # read by name at exit (make_temp_dir's keep switch)
+  keep_tmp=1
 }
-trap cleanup EXIT
 
-for tool in curl openssl python3 buildah skopeo containerd runc ctr ip; do
-  command -v "$tool" >/dev/null || fail "$tool not found: run tools/bootstrap (this test never skips)"
-done
+require_tools curl openssl python3 buildah skopeo containerd runc ctr ip
 [[ -x $plugin_bin ]] || fail "$plugin_bin not found: build kmodd-test-device-plugin"
 [[ $(id -u) -eq 0 ]] || fail "the kubelet and containerd need root"
 
 # What was there before, to tell what the node leaves behind.
-shim_sockets() { ls /run/containerd/s 2>/dev/null | sort; }
-netns_now() { ls /run/netns 2>/dev/null | sort; }
+entries() { find "$1" -mindepth 1 -maxdepth 1 -printf '%f\n' 2>/dev/null | sort; }  # entries DIR: names
+shim_sockets() { entries /run/containerd/s; }
+netns_now() { entries /run/netns; }
 shims_before=$(shim_sockets)
 netns_before=$(netns_now)
 
 # --- start: API server, registry, the plugin's image, the node ---------------------------
 t0=$(ms)
-"$root/tools/kube/start" "$dir" >"$tmp/start.out" 2>"$tmp/start.err" \
-  || { cat "$tmp/start.err"; fail "tools/kube/start failed (are the binaries built? run tools/kube/setup)"; }
-# shellcheck source=/dev/null
-. "$dir/env"
-export PATH=$KMODD_KUBE_BIN:$PATH KUBECONFIG=$KMODD_KUBE_KUBECONFIG
+kube_start "$dir"
+export KUBECONFIG=$KMODD_KUBE_KUBECONFIG
 command -v kubectl >/dev/null || fail "kubectl not in $KMODD_KUBE_BIN: run tools/kube/setup"
-"$root/tools/registry/start" http "$tmp/registry" >"$tmp/registry.out" 2>&1 \
-  || { cat "$tmp/registry.out"; fail "tools/registry/start failed"; }
-# shellcheck source=/dev/null
-. "$tmp/registry/env"
+registry_start "$tmp/registry"
 image_env=$("$root/tools/test-device-plugin/image" --bin "$plugin_bin" "$KMODD_REGISTRY" 2>"$tmp/image.err") \
   || { cat "$tmp/image.err"; fail "tools/test-device-plugin/image failed"; }
 eval "$image_env"
 [[ $KMODD_TEST_DEVICE_PLUGIN_IMAGE == "$KMODD_REGISTRY/"*@sha256:* ]] || fail "no image reference: $image_env"
 note "plugin image: $KMODD_TEST_DEVICE_PLUGIN_IMAGE"
 t1=$(ms)
+on_exit node_stop_at_exit
 "$root/tools/kube/node" start --name "$node_name" --registry "$KMODD_REGISTRY" "$dir" \
   >"$tmp/node.out" 2>"$tmp/node.err" || { cat "$tmp/node.err"; fail "tools/kube/node start failed"; }
 # shellcheck source=/dev/null
@@ -91,11 +87,9 @@ show_node_logs() {
 }
 # wait_for WHAT SECONDS CMD...: until CMD succeeds; fails with the node's logs otherwise.
 wait_for() {
-  local what=$1 limit=$2 t=$SECONDS; shift 2
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS - t < limit)) || { show_node_logs; fail "$what: not after $limit s"; }
-    sleep 0.5
-  done
+  local what=$1 limit=$2
+  shift 2
+  eventually "$limit" "$@" || { show_node_logs; fail "$what: not after $limit s"; }
 }
 jsonpath() { kubectl get "$@" 2>/dev/null; }
 # is WANT ARGS...: whether `kubectl get ARGS...` prints WANT (asked again at each call).
@@ -165,6 +159,7 @@ plugin_socks=("$dp_dir"/kmodd-test-widget-*.sock)
 note "DaemonSet pod Ready (image pulled from $KMODD_REGISTRY); allocatable kmodd.test/widget: 3"
 
 # --- 4. a Pod that uses a device -----------------------------------------------------------
+# shellcheck disable=SC2016  # expanded by the Pod's shell
 pod_manifest uses-widget 'echo "devices=$KMODD_TEST_DEVICES"; test -n "$KMODD_TEST_DEVICES"' \
   '{"kmodd.test/widget": "1"}' | kubectl create -f - >/dev/null \
   || fail "cannot create the Pod uses-widget"
@@ -205,14 +200,14 @@ nothing_left() {
   [[ $(shim_sockets) == "$shims_before" ]] || fail "$1: containerd shim sockets left in /run/containerd/s: $(comm -13 <(echo "$shims_before") <(shim_sockets))"
   [[ $(netns_now) == "$netns_before" ]] || fail "$1: network namespaces left in /run/netns: $(comm -13 <(echo "$netns_before") <(netns_now))"
   ip link show "$(cat "$KMODD_NODE_DIR/bridge")" >/dev/null 2>&1 && fail "$1: the bridge $(cat "$KMODD_NODE_DIR/bridge") is left"
-  ls /var/log/containers 2>/dev/null | grep -q node-test && fail "$1: links left in /var/log/containers"
+  compgen -G '/var/log/containers/*node-test*' >/dev/null && fail "$1: links left in /var/log/containers"
 }
 
 # --- 5. stop leaves nothing behind ---------------------------------------------------------
 t2=$(ms)
 "$root/tools/kube/node" stop "$dir" 2>"$tmp/node-stop.err" || { cat "$tmp/node-stop.err"; fail "tools/kube/node stop failed"; }
 note "tools/kube/node stop took $(( $(ms) - t2 )) ms"
-cat "$tmp/node-stop.err" | sed 's/^/# stop: /'
+sed 's/^/# stop: /' "$tmp/node-stop.err"
 nothing_left "after stop"
 note "after stop: no process, mount, socket, cgroup, bridge or network namespace left"
 

@@ -22,16 +22,6 @@ set -uo pipefail
 bin="$1"
 root="$2"
 case_name=kube-system
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/kmodd-kube-system.XXXXXX")
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-  wait 2>/dev/null
-  "$root/tools/registry/stop" "$tmp/reg" >/dev/null 2>&1
-  "$root/tools/kube/stop" "$tmp/kube" >/dev/null 2>&1
-  if [[ -n ${KMODD_E2E_KEEP:-} ]]; then echo "# kept: $tmp"; else rm -rf "$tmp"; fi
-}
-trap cleanup EXIT
 show() { echo "--- $(basename "$1"):"; tail -n 60 "$1" 2>/dev/null; echo "---"; }
 fail() {
   echo "FAIL: $case_name: $*"
@@ -39,65 +29,36 @@ fail() {
   exit 1
 }
 note() { echo "# $*"; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-eventually() {  # eventually SECONDS CMD...: runs CMD until it succeeds
-  local until=$((SECONDS + $1)); shift
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < until)) || return 1
-    kill -0 "${vm_pid:-$$}" 2>/dev/null || { show "$tmp/vm1.err"; fail "the VM stopped"; }
-    sleep 0.2
-  done
-}
+# shellcheck source=tests/lib/harness.bash
+. "$root/tests/lib/harness.bash"
+# shellcheck source=tests/lib/kube.bash
+. "$root/tests/lib/kube.bash"
+# shellcheck source=tests/lib/vm.bash
+. "$root/tests/lib/vm.bash"
+# shellcheck source=tests/lib/system.bash
+. "$root/tests/lib/system.bash"
+declare tmp
+make_temp_dir tmp kmodd-kube-system KMODD_E2E_KEEP
 
 # --- the rig ----------------------------------------------------------------------------
-cache=${KMODD_VM_CACHE:-/var/cache/kmodd-vm}
-if [[ -z ${KMODD_TEST_IMAGE:-} && -f $cache/env ]]; then
-  # shellcheck source=/dev/null
-  . "$cache/env"
-fi
-[[ -d ${KMODD_TEST_IMAGE:-/nonexistent} ]] \
-  || fail "the real-kernel rig is not set up: run eval \"\$(tools/vm/setup)\" as root (tools/test does)"
+vm_rig_require
 K=$KMODD_VM_KERNEL
-for tool in docker-registry skopeo umoci python3 openssl jq; do  # kubectl: from tools/kube/setup, below
-  command -v "$tool" >/dev/null || fail "$tool not found: run tools/bootstrap"
-done
-mkdir -p "$tmp/bin"
-for b in kmodd-agent agentctl; do
-  [[ -x $bin/$b ]] || fail "$bin/$b is missing: build first"
-  strip --strip-debug -o "$tmp/bin/$b" "$bin/$b" || fail "cannot strip $bin/$b"
-done
-for b in kmodd-controller kmodd-loadgen; do
-  [[ -x $bin/$b ]] || fail "$bin/$b is missing: build first"
-done
+require_tools docker-registry skopeo umoci python3 openssl jq  # kubectl: from tools/kube/setup, below
+vm_strip_bins "$bin" "$tmp/bin" kmodd-agent agentctl
+require_bins "$bin" kmodd-controller kmodd-loadgen
 
 # --- registry and images (as tests/system/system_test.sh) ---------------------------------
-"$root/tools/registry/start" http "$tmp/reg" >"$tmp/reg.out" 2>&1 || { show "$tmp/reg.out"; fail "registry did not start"; }
-# shellcheck source=/dev/null
-. "$tmp/reg/env"
+registry_start "$tmp/reg"
 reg_port=${KMODD_REGISTRY##*:}
-mkdir -p "$tmp/v2/opt/lib/modules/$K"
-echo "v2" >"$tmp/v2/opt/lib/modules/$K/BUILD-ID"
-for tag in v1 v2; do
-  layers=(--layer "$KMODD_TEST_IMAGE")
-  [[ $tag == v2 ]] && layers+=(--layer "$tmp/v2")
-  "$root/tools/registry/push-image" "$tmp/reg" "kmodd/kmm-ci:$tag-$K" "${layers[@]}" >"$tmp/push-$tag.out" 2>&1 \
-    || { show "$tmp/push-$tag.out"; fail "cannot push image $tag"; }
-  digest=$(sed -n 's/^KMODD_IMAGE_DIGEST=//p' "$tmp/push-$tag.out")
-  [[ -n $digest ]] || { show "$tmp/push-$tag.out"; fail "no digest for image $tag"; }
-  printf -v "digest_$tag" '%s' "$digest"
-done
-# shellcheck disable=SC2154  # set by printf -v above
+push_demo_images "$tmp/reg"
+# shellcheck disable=SC2154  # set by push_demo_images
 note "images: v1 $digest_v1, v2 $digest_v2"
 
 # --- the API server: CRD, Nodes, Pods for the agents' tokens -------------------------------
-"$root/tools/kube/start" "$tmp/kube" >"$tmp/kube.out" 2>&1 || { show "$tmp/kube.out"; fail "tools/kube/start failed (run tools/kube/setup first)"; }
-# shellcheck source=/dev/null
-. "$tmp/kube/env"
-export PATH="$KMODD_KUBE_BIN:$PATH"  # kubectl built by tools/kube/setup
+kube_start "$tmp/kube"
 export KUBECONFIG=$KMODD_KUBE_KUBECONFIG
 ns=kmodd-system
-kubectl apply -f "$root/deploy/crd/kmm.sigs.x-k8s.io_modules.yaml" >/dev/null || fail "cannot apply the CRD"
-"$root/tools/kube/wait-crd" modules.kmm.sigs.x-k8s.io || fail "CRD not established"
+kube_crd_install
 kubectl create namespace "$ns" >/dev/null
 kubectl create namespace kmm-demo >/dev/null
 kubectl -n "$ns" create serviceaccount kmodd-agent >/dev/null
@@ -107,21 +68,9 @@ for n in "${nodes[@]}"; do
 apiVersion: v1
 kind: Node
 metadata: {name: $n, labels: {kubernetes.io/hostname: $n, kmodd.io/demo: "true"}}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: kmodd-agent-$n, namespace: $ns}
-spec:
-  serviceAccountName: kmodd-agent
-  automountServiceAccountToken: false
-  nodeName: $n
-  containers: [{name: agent, image: kmodd/agent}]
 YAML
-  kubectl patch node "$n" --subresource=status --type=merge -p \
-    "{\"status\":{\"nodeInfo\":{\"kernelVersion\":\"$K\",\"bootID\":\"boot-$n\",\"architecture\":\"amd64\",\"machineID\":\"m\",\"systemUUID\":\"u\",\"kubeProxyVersion\":\"\",\"kubeletVersion\":\"\",\"containerRuntimeVersion\":\"\",\"operatingSystem\":\"linux\",\"osImage\":\"kmodd\"}}}" >/dev/null \
-    || fail "cannot set Node $n's status"
-  kubectl -n "$ns" create token kmodd-agent --audience kmodd --duration 1h --bound-object-kind Pod \
-    --bound-object-name "kmodd-agent-$n" >"$tmp/token-$n" || fail "no token for $n"
+  kube_node_info "$n" "$K" "boot-$n" kmodd
+  kube_agent_token "$n" "$ns" "$tmp/token-$n"
 done
 
 # --- the controller, its certificates, the simulated agents --------------------------------
@@ -146,22 +95,8 @@ done
 note "controller on 127.0.0.1:$ctl_port (10.0.2.2 from the guest), simulated agents served"
 
 # --- the director: the step the guest should take next (as system_test.sh) ------------------
-mkdir -p "$tmp/director/ack"
-echo start >"$tmp/director/step"
+director_start "$tmp/director"
 echo "${digest_v2:7:12}" >"$tmp/director/v2"
-dir_port=$(free_port)
-python3 -m http.server "$dir_port" --bind 127.0.0.1 --directory "$tmp/director" >"$tmp/director.log" 2>&1 &
-pids+=($!)
-step() { echo "$1" >"$tmp/director/step.new" && mv "$tmp/director/step.new" "$tmp/director/step"; }
-wait_ack() {  # wait_ack STEP SECONDS
-  local i
-  for ((i = 0; i < $2 * 10; i++)); do
-    grep -q "GET /ack/$1 " "$tmp/director.log" && return 0
-    kill -0 "$vm_pid" 2>/dev/null || { show "$tmp/vm1.err"; fail "the VM stopped before acking $1"; }
-    sleep 0.1
-  done
-  fail "the guest did not finish step $1 within $2 s"
-}
 
 # --- the guest ---------------------------------------------------------------------------
 cat >"$tmp/guest/agent.sh" <<EOF
@@ -172,25 +107,7 @@ mkdir -p /var/lib/kmodd
   --metrics 127.0.0.1:9464 >>/run/kmodd-agent.log 2>&1 &
 echo \$! >/run/agent.pid
 EOF
-cat >"$tmp/guest/lib.sh" <<EOF
-director=http://10.0.2.2:$dir_port
-EOF
-cat >>"$tmp/guest/lib.sh" <<'EOF'
-current() { wget -q -O - "$director/step" 2>/dev/null; }
-wait_step() {  # wait_step STEP: until the host says so (5 minutes at most)
-  i=0
-  while [ "$(current)" != "$1" ]; do
-    i=$((i + 1)); [ $i -lt 3000 ] || { echo "timeout waiting for step $1"; return 1; }
-    usleep 100000
-  done
-}
-ack() { wget -q -O /dev/null "$director/ack/$1" 2>/dev/null; true; }
-section() { echo "=== $1"; }
-stop_agent() {
-  kill "$(cat /run/agent.pid)"
-  i=0; while kill -0 "$(cat /run/agent.pid)" 2>/dev/null && [ $i -lt 100 ]; do usleep 100000; i=$((i + 1)); done
-}
-EOF
+director_guest_lib "$tmp/guest/lib.sh"
 cat >"$tmp/guest/boot1.sh" <<'EOF'
 . /kmodd-test/lib.sh
 section before.fwpath; cat /sys/module/firmware_class/parameters/path
@@ -222,17 +139,12 @@ EOF
   --tree "$tmp/guest:/kmodd-test" --tree "$tmp/guest/etc:/etc/kmodd" \
   --dmesg "$tmp/dmesg1" -- sh /kmodd-test/boot1.sh >"$tmp/vm1.out" 2>"$tmp/vm1.err" &
 vm_pid=$!
+vm_err=$tmp/vm1.err
 pids+=("$vm_pid")
-sec() {  # sec FILE NAME: the lines of section NAME in the guest's output FILE
-  awk -v s="=== $2" '$0 == s {on = 1; next} /^=== / {on = 0} on' "$1"
-}
 expect_sec() {  # expect_sec SECTION TEXT
   sec "$tmp/vm1.out" "$1" | grep -qF -- "$2" || { show "$tmp/vm1.out"; fail "section $1: missing \"$2\""; }
 }
-loader() { kubectl get module -n kmm-demo kmm-ci -o jsonpath='{.status.moduleLoader.nodesMatchingSelectorNumber}/{.status.moduleLoader.desiredNumber}/{.status.moduleLoader.availableNumber}'; }
-status_is() { [[ $(loader) == "$1" ]]; }
-ready_nodes() { kubectl get nodes -l kmm.node.kubernetes.io/kmm-demo.kmm-ci.ready -o jsonpath='{.items[*].metadata.name}'; }
-vm_ready() { [[ " $(ready_nodes) " == *" kmodd-vm "* ]]; }
+vm_ready() { [[ " $(ready_nodes kmm-ci) " == *" kmodd-vm "* ]]; }
 module_apply() {  # module_apply TAG
   sed -e "s|@REGISTRY@|10.0.2.2:$reg_port|" -e "s|@TAG@|$1|" "$root/examples/demo/kmm-ci.yaml" | kubectl apply -f - >/dev/null
 }
@@ -241,8 +153,8 @@ note "the VM's agent is served (token bound to the Pod on kmodd-vm)"
 
 # --- 1. create -----------------------------------------------------------------------------
 module_apply v1 || fail "cannot create the Module"
-eventually 240 status_is 3/3/3 || fail "status.moduleLoader is $(loader), want 3/3/3"
-eventually 20 vm_ready || fail "no .ready label on kmodd-vm (ready: '$(ready_nodes)')"
+eventually 240 status_is kmm-ci 3/3/3 || fail "status.moduleLoader is $(loader kmm-ci), want 3/3/3"
+eventually 20 vm_ready || fail "no .ready label on kmodd-vm (ready: '$(ready_nodes kmm-ci)')"
 eventually 20 bash -c "kubectl get events -A --field-selector reason=ModuleLoaded,involvedObject.name=kmodd-vm -o name | grep -q ." \
   || fail "no ModuleLoaded Event for kmodd-vm: $(kubectl get events -A)"
 step loaded
@@ -253,7 +165,7 @@ note "1. created: available 3/3, kmodd-vm labelled ready, ModuleLoaded Event"
 module_apply v2 || fail "cannot update the Module"
 step changed
 wait_ack changed 150
-eventually 60 status_is 3/3/3 || fail "after the update: status.moduleLoader is $(loader), want 3/3/3"
+eventually 60 status_is kmm-ci 3/3/3 || fail "after the update: status.moduleLoader is $(loader kmm-ci), want 3/3/3"
 vm_ready || fail "after the update: no .ready label on kmodd-vm"
 note "2. updated: the guest saw v2"
 
@@ -262,7 +174,7 @@ kubectl delete module -n kmm-demo kmm-ci --wait=false >/dev/null || fail "cannot
 eventually 120 bash -c "! kubectl get module -n kmm-demo kmm-ci" || fail "the Module is still there"
 step deleted
 wait_ack deleted 60
-[[ -z $(ready_nodes) ]] || fail "ready labels left on: $(ready_nodes)"
+[[ -z $(ready_nodes kmm-ci) ]] || fail "ready labels left on: $(ready_nodes kmm-ci)"
 # Not only the Module's: the kernel-version label too (KMM leaves it behind at uninstall).
 left_labels=$(kubectl get nodes -o json | jq -r '[.items[] | .metadata.name as $n | .metadata.labels | keys[] | select(startswith("kmm.node.kubernetes.io/")) | "\($n): \(.)"] | join(", ")')
 [[ -z $left_labels ]] || fail "kmm.node.kubernetes.io labels left on nodes: $left_labels"

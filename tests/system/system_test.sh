@@ -17,9 +17,7 @@
 # --bench N (tools/bench/module_to_loaded) times, N times, a Module file written to "Loaded"
 # at the controller with the image cached, beside the kernel's own load time.
 #
-# The host drives; the guest follows. The guest reads the current step from a small HTTP
-# server on the host (python3 -m http.server, at 10.0.2.2 from the guest) and says it is done
-# with a step by asking for /ack/STEP, which the host finds in that server's log.
+# The host drives; the guest follows, stepped by the director (tests/lib/system.bash).
 set -uo pipefail
 bin="$1"
 root="$2"
@@ -28,59 +26,32 @@ bench=0
 [[ ${3:-} == --demo ]] && demo=1
 [[ ${3:-} == --bench ]] && bench=${4:?--bench needs a count}
 case_name=system
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/kmodd-system.XXXXXX")
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-  wait 2>/dev/null
-  "$root/tools/registry/stop" "$tmp/reg" >/dev/null 2>&1
-  if [[ -n ${KMODD_E2E_KEEP:-} ]]; then echo "# kept: $tmp"; else rm -rf "$tmp"; fi
-}
-trap cleanup EXIT
 fail() { echo "FAIL: $case_name: $*"; exit 1; }
 note() { echo "# $*"; }
 show() { echo "--- $(basename "$1"):"; tail -n 60 "$1" 2>/dev/null; echo "---"; }
 say() { ((demo)) && echo "$*"; return 0; }
+# shellcheck source=tests/lib/harness.bash
+. "$root/tests/lib/harness.bash"
+# shellcheck source=tests/lib/vm.bash
+. "$root/tests/lib/vm.bash"
+# shellcheck source=tests/lib/system.bash
+. "$root/tests/lib/system.bash"
+declare tmp
+make_temp_dir tmp kmodd-system KMODD_E2E_KEEP
 
 # --- the rig ----------------------------------------------------------------------------
-cache=${KMODD_VM_CACHE:-/var/cache/kmodd-vm}
-if [[ -z ${KMODD_TEST_IMAGE:-} && -f $cache/env ]]; then
-  # shellcheck source=/dev/null
-  . "$cache/env"
-fi
-[[ -d ${KMODD_TEST_IMAGE:-/nonexistent} ]] \
-  || fail "the real-kernel rig is not set up: run eval \"\$(tools/vm/setup)\" as root (tools/test does)"
+vm_rig_require
 K=$KMODD_VM_KERNEL
-for tool in docker-registry skopeo umoci python3 openssl; do
-  command -v "$tool" >/dev/null || fail "$tool not found: run tools/bootstrap"
-done
-mkdir -p "$tmp/bin"
-for b in kmodd-agent agentctl; do
-  [[ -x $bin/$b ]] || fail "$bin/$b is missing: build first"
-  # Without debug info: the guest's root is a RAM disk.
-  strip --strip-debug -o "$tmp/bin/$b" "$bin/$b" || fail "cannot strip $bin/$b"
-done
-[[ -x $bin/kmodd-controller ]] || fail "$bin/kmodd-controller is missing: build first"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+require_tools docker-registry skopeo umoci python3 openssl
+vm_strip_bins "$bin" "$tmp/bin" kmodd-agent agentctl
+require_bins "$bin" kmodd-controller
 
 # --- registry and images ----------------------------------------------------------------
-"$root/tools/registry/start" http "$tmp/reg" >"$tmp/reg.out" 2>&1 || { show "$tmp/reg.out"; fail "registry did not start"; }
-# shellcheck source=/dev/null
-. "$tmp/reg/env"
+registry_start "$tmp/reg"
 reg_port=${KMODD_REGISTRY##*:}
 # v1: the test modules and firmware in KMM layout; v2: the same driver, another image.
-mkdir -p "$tmp/v2/opt/lib/modules/$K"
-echo "v2" >"$tmp/v2/opt/lib/modules/$K/BUILD-ID"
-for tag in v1 v2; do
-  layers=(--layer "$KMODD_TEST_IMAGE")
-  [[ $tag == v2 ]] && layers+=(--layer "$tmp/v2")
-  "$root/tools/registry/push-image" "$tmp/reg" "kmodd/kmm-ci:$tag-$K" "${layers[@]}" >"$tmp/push-$tag.out" 2>&1 \
-    || { show "$tmp/push-$tag.out"; fail "cannot push image $tag"; }
-  digest=$(sed -n 's/^KMODD_IMAGE_DIGEST=//p' "$tmp/push-$tag.out")
-  [[ -n $digest ]] || { show "$tmp/push-$tag.out"; fail "no digest for image $tag"; }
-  printf -v "digest_$tag" '%s' "$digest"
-done
-# shellcheck disable=SC2154  # set by printf -v above
+push_demo_images "$tmp/reg"
+# shellcheck disable=SC2154  # set by push_demo_images
 note "images: v1 $digest_v1, v2 $digest_v2"
 
 # --- certificates, Modules, controller --------------------------------------------------
@@ -95,30 +66,18 @@ module_file() {  # module_file TAG: write the demo Module pointing at image TAG
 module_file v1
 ctl_port=$(free_port)
 start_controller() {
+  local debug=()
+  ((bench)) && debug=(--log-level debug)
   "$bin/kmodd-controller" run --modules-dir "$tmp/modules" --listen "127.0.0.1:$ctl_port" \
     --cert "$tmp/pki/controller.pem" --key "$tmp/pki/controller.key" --ca "$tmp/pki/ca.pem" \
-    --status-file "$tmp/status.yaml" $( ((bench)) && echo --log-level debug) >>"$tmp/controller.log" 2>&1 &
+    --status-file "$tmp/status.yaml" "${debug[@]}" >>"$tmp/controller.log" 2>&1 &
   controller_pid=$!
   pids+=("$controller_pid")
 }
 start_controller
 
 # --- the director: the step the guest should take next ----------------------------------
-mkdir -p "$tmp/director/ack"
-echo start >"$tmp/director/step"
-dir_port=$(free_port)
-python3 -m http.server "$dir_port" --bind 127.0.0.1 --directory "$tmp/director" >"$tmp/director.log" 2>&1 &
-pids+=($!)
-step() { echo "$1" >"$tmp/director/step.new" && mv "$tmp/director/step.new" "$tmp/director/step"; }
-wait_ack() {  # wait_ack STEP SECONDS
-  local i
-  for ((i = 0; i < $2 * 10; i++)); do
-    grep -q "GET /ack/$1 " "$tmp/director.log" && return 0
-    kill -0 "$vm_pid" 2>/dev/null || { show "$tmp/vm1.err"; fail "the VM stopped before acking $1"; }
-    sleep 0.1
-  done
-  fail "the guest did not finish step $1 within $2 s"
-}
+director_start "$tmp/director"
 
 # Module status as the controller reports it: "PHASE DIGEST" for the node, or "absent".
 node_status() {
@@ -135,17 +94,12 @@ for m in doc.get("modules", []):
                 print(n.get("phase", ""), n.get("imageDigest", "")); sys.exit()
 print("absent")'
 }
+node_status_is() { [[ $(node_status) == "$1"* ]]; }  # node_status_is WANT (a prefix)
 wait_status() {  # wait_status WANT SECONDS: until node_status prints WANT (a prefix)
-  local i got=""
-  for ((i = 0; i < $2 * 10; i++)); do
-    got=$(node_status)
-    [[ $got == "$1"* ]] && return 0
-    kill -0 "$vm_pid" 2>/dev/null || { show "$tmp/vm1.err"; fail "the VM stopped while waiting for status $1"; }
-    sleep 0.1
-  done
+  eventually "$2" node_status_is "$1" && return 0
   show "$tmp/controller.log"
   show "$tmp/status.yaml"
-  fail "controller status for kmodd-vm is \"$got\" after $2 s, want \"$1\""
+  fail "controller status for kmodd-vm is \"$(node_status)\" after $2 s, want \"$1\""
 }
 
 # --- the guest ---------------------------------------------------------------------------
@@ -158,28 +112,12 @@ mkdir -p /var/lib/kmodd
   --metrics 127.0.0.1:9464 >>/var/lib/kmodd/agent.log 2>&1 &
 echo \$! >/run/agent.pid
 EOF
-cat >"$tmp/guest/lib.sh" <<EOF
-director=http://10.0.2.2:$dir_port
-EOF
+director_guest_lib "$tmp/guest/lib.sh"
 cat >>"$tmp/guest/lib.sh" <<'EOF'
-current() { wget -q -O - "$director/step" 2>/dev/null; }
-wait_step() {  # wait_step STEP: until the host says so (5 minutes at most)
-  i=0
-  while [ "$(current)" != "$1" ]; do
-    i=$((i + 1)); [ $i -lt 3000 ] || { echo "timeout waiting for step $1"; return 1; }
-    usleep 100000
-  done
-}
-ack() { wget -q -O /dev/null "$director/ack/$1" 2>/dev/null; true; }
-section() { echo "=== $1"; }
 loaded() { grep -q "^kmm_ci_fw " /proc/modules; }
 wait_unloaded() {
   i=0
   while loaded; do i=$((i + 1)); [ $i -lt 300 ] || return 1; usleep 100000; done
-}
-stop_agent() {  # SIGTERM, and wait: the state disk is unmounted after the script
-  kill "$(cat /run/agent.pid)"
-  i=0; while kill -0 "$(cat /run/agent.pid)" 2>/dev/null && [ $i -lt 100 ]; do usleep 100000; i=$((i + 1)); done
 }
 wait_loaded() {
   i=0
@@ -235,10 +173,8 @@ boot() {  # boot N: runs bootN.sh in the guest, in the background (vm_pid)
     --tree "$tmp/guest:/kmodd-test" --tree "$tmp/guest/pki:/etc/kmodd" \
     --dmesg "$tmp/dmesg$1" -- sh "/kmodd-test/boot$1.sh" >"$tmp/vm$1.out" 2>"$tmp/vm$1.err" &
   vm_pid=$!
+  vm_err=$tmp/vm$1.err
   pids+=("$vm_pid")
-}
-sec() {  # sec FILE NAME: the lines of section NAME in the guest's output FILE
-  awk -v s="=== $2" '$0 == s {on = 1; next} /^=== / {on = 0} on' "$1"
 }
 
 # --- step 1: Loaded ------------------------------------------------------------------------
@@ -275,7 +211,7 @@ if ((bench)); then
     module_file v1
     wait_status "Loaded" 120
   done
-  step done
+  step "done"
   wait "$vm_pid"
   python3 - "$tmp/t0" "$tmp/controller.log" "$tmp/vm1.out" <<'PY'
 import json, statistics, sys

@@ -18,7 +18,7 @@
 namespace kmodd::certs {
 namespace {
 
-const absl::Time kNow = absl::FromUnixSeconds(1800000000);
+constexpr absl::Time kNow = absl::FromUnixSeconds(1800000000);
 
 struct Purposes {
   bool server = false;

@@ -8,20 +8,13 @@ set -euo pipefail
 
 bin=$1
 src=$2
-dir=$(mktemp -d /tmp/kmodd-kube-test-XXXXXX)
-cleanup() {
-  "$src/tools/kube/stop" "$dir" >/dev/null 2>&1 || true
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+fail() { echo "kube_test: FAIL: $*" >&2; exit 1; }
+# shellcheck source=tests/lib/harness.bash
+source "$src/tests/lib/harness.bash"
+declare dir
+make_temp_dir dir kmodd-kube-test
 
-if ! "$src/tools/kube/start" "$dir" >/dev/null; then
-  echo "kube_test: tools/kube/start failed (run tools/kube/setup first)" >&2
-  exit 1
-fi
-set -a
-# shellcheck disable=SC1091
-source "$dir/env"
-set +a
+# Its env (KMODD_KUBE_KUBECONFIG, ...) exported: the [kube] cases read it.
+kube_start "$dir/kube"
 # -w NoTests: a filter that matches nothing (a renamed tag) fails instead of passing.
 "$bin/kmodd_unit_tests" "[kube]" -w NoTests
