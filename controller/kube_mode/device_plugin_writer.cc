@@ -104,8 +104,18 @@ ReconcileResult DevicePluginWriter::Reconcile(const WriterView& view, const std:
   options.label_selector = absl::StrCat(kModuleNameLabel, "=", name);
   absl::StatusOr<kube::ObjectList> listed =
       client_.List(kube::ResourcePath("apps/v1", "daemonsets", ns), options);
+  const bool wanted = meta && !meta->deleting && module && module->spec.device_plugin.has_value();
   if (!listed.ok()) {
-    log_.Warn("cannot list device plugin DaemonSets", {{"module", key}, {"error", listed.status().ToString()}});
+    if (absl::IsPermissionDenied(listed.status()) && !wanted) {
+      // No DaemonSet access in this namespace (deploy/ grants it where Modules live): then
+      // kmodd made none here, and none is wanted.
+      return ReconcileResult::Ok();
+    }
+    log_.Warn("cannot list device plugin DaemonSets",
+              {{"module", key}, {"error", listed.status().ToString()}});
+    if (wanted && absl::IsPermissionDenied(listed.status())) {
+      Refused(*meta, std::string(listed.status().message()));
+    }
     return ReconcileResult::Error(listed.status());
   }
   std::vector<Value> ours;
@@ -116,7 +126,7 @@ ReconcileResult DevicePluginWriter::Reconcile(const WriterView& view, const std:
     }
   }
 
-  if (!meta || meta->deleting || !module || !module->spec.device_plugin.has_value()) {
+  if (!wanted) {
     {
       std::lock_guard lock(mu_);
       refused_.erase(key);

@@ -14,9 +14,11 @@
 //   - With a moduleLoader, a DaemonSet of another version is deleted once it schedules on
 //     no node (status.desiredNumberScheduled 0), as KMM's garbage collection.
 //   - A Module without spec.devicePlugin, being deleted or gone: every one is deleted.
-// What the API server refuses (an invalid Pod template) is logged and a Warning Event
-// DevicePluginRefused on the Module carries its message, once per message; the key is
-// retried with its backoff. The module's loading does not depend on any of it.
+// What the API server refuses (an invalid Pod template; no DaemonSet access in the Module's
+// namespace) is logged and a Warning Event DevicePluginRefused on the Module carries its
+// message, once per message; the key is retried with its backoff. A Module without a
+// device plugin in a namespace kmodd may not list DaemonSets in has none to delete. The
+// module's loading does not depend on any of it.
 //
 // Thread-safe; the same Module is never reconciled by two workers at once.
 
