@@ -57,13 +57,14 @@ absl::Status DevicePluginWriter::DeleteAll(const std::vector<Value>& daemon_sets
   for (const Value& ds : daemon_sets) {
     const std::string ns = StringAt(ds, {"metadata", "namespace"});
     const std::string name = StringAt(ds, {"metadata", "name"});
+    const std::string full = absl::StrCat(ns, "/", name);
     absl::Status s = client_.Delete(DaemonSetPath(ns, name));
     if (!s.ok() && !absl::IsNotFound(s)) {
       log_.Warn("cannot delete a device plugin DaemonSet",
-                {{"daemonSet", ns + "/" + name}, {"error", s.ToString()}});
+                {{"daemonSet", full}, {"error", s.ToString()}});
       return s;
     }
-    log_.Info("device plugin DaemonSet deleted", {{"daemonSet", ns + "/" + name}});
+    log_.Info("device plugin DaemonSet deleted", {{"daemonSet", full}});
   }
   return absl::OkStatus();
 }

@@ -129,11 +129,12 @@ absl::StatusOr<ObjectList> FakeKubeClient::List(std::string_view path, const Lis
     wanted.push_back(kv);
   }
   ObjectList list;
-  for (const auto& [p, object] : objects_) {
-    if (!Lists(std::string(path), CollectionOf(p))) {
+  for (const auto& entry : objects_) {
+    if (!Lists(std::string(path), CollectionOf(entry.first))) {
       continue;
     }
-    const bool match = std::all_of(wanted.begin(), wanted.end(), [&](const auto& kv) {
+    const Value& object = entry.second;
+    const bool match = std::all_of(wanted.begin(), wanted.end(), [&object](const auto& kv) {
       const Value* v = Lookup(object, {"metadata", "labels", kv.first});
       return v != nullptr && v->IsString() && v->AsString() == kv.second;
     });
