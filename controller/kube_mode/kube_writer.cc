@@ -52,6 +52,9 @@ struct KubeWriter::Snapshot final : WriterView {
   std::optional<source::ModuleMeta> Module(const std::string& key) const override {
     return source->Module(key);
   }
+  std::optional<api::Module> ModuleObject(const std::string& key) const override {
+    return hub->ModuleObject(key);
+  }
   bool ReportedByConnected(const std::string& key) const override {
     return reported.count(key) != 0;
   }
@@ -70,6 +73,7 @@ KubeWriter::KubeWriter(kube::KubeClient& client, Hub& hub, source::KubeSource& s
                [this](std::function<void()> job) { events_.Post(std::move(job)); }),
       status_(client, events, log),
       finalizers_(client, [this](const std::string& key) { status_.Forget(key); }, log),
+      device_plugins_(client, events, log),
       queue_(clock, options.queue),
       events_(log) {}
 
@@ -164,6 +168,7 @@ void KubeWriter::TakeIn(const HubChanges& c, bool everything) {
     if (leading_) {
       labeler_.Reset();
       status_.Reset();
+      device_plugins_.Reset();
       fingerprints_.clear();
       log_.Info("not leading: the writer writes nothing until it leads again");
     }
@@ -258,6 +263,7 @@ void KubeWriter::Process(const std::string& key) {
     // which a status write just before would replace (a certain conflict, and a retry).
     r = finalizers_.Reconcile(*snap, module);
     r = Merge(r, status_.Reconcile(*snap, module));
+    r = Merge(r, device_plugins_.Reconcile(*snap, module));
   }
   if (!r.error.ok()) {
     queue_.AddRateLimited(key);  // the duty logged it

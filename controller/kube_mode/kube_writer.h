@@ -6,7 +6,8 @@
 //   "node/<name>"        NodeLabeler (node_labeler.h): the node's KMM labels, and the
 //                        ModuleLoaded / ModuleUnloaded Events of the labels it changed
 //   "module/<ns>/<name>" FinalizerWriter (finalizer_writer.h), then ModuleStatusWriter
-//                        (module_status_writer.h): its status and Warning Events
+//                        (module_status_writer.h): its status and Warning Events, then
+//                        DevicePluginWriter (device_plugin_writer.h): its plugin DaemonSets
 // A duty reads the whole current state of its key and returns Ok, RequeueAfter (a refused
 // label's retry, a write the watch has not shown yet) or Error, retried with the key's
 // exponential backoff (1 s doubling to 2 min, +10% jitter). A key added while queued is
@@ -36,6 +37,7 @@
 #include "common/log.h"
 #include "controller/kube/client.h"
 #include "controller/kube/events.h"
+#include "controller/kube_mode/device_plugin_writer.h"
 #include "controller/kube_mode/event_queue.h"
 #include "controller/kube_mode/finalizer_writer.h"
 #include "controller/kube_mode/kube_source.h"
@@ -102,6 +104,7 @@ class KubeWriter {
   NodeLabeler labeler_;  // posts its Node Events on events_
   ModuleStatusWriter status_;
   FinalizerWriter finalizers_;
+  DevicePluginWriter device_plugins_;
   WorkQueue queue_;
 
   // The watcher's (and SyncOnce's) own.

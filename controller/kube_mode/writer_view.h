@@ -29,6 +29,9 @@ class WriterView {
   virtual std::optional<ModuleState> ModuleStatus(const std::string& key) const = 0;
   // The Module object as watched; nullopt when there is none.
   virtual std::optional<source::ModuleMeta> Module(const std::string& key) const = 0;
+  // The Module in force (its last accepted version, decoded); nullopt when none is (never
+  // accepted, or deleted).
+  virtual std::optional<api::Module> ModuleObject(const std::string& key) const = 0;
   // Some connected agent reports the Module (any phase).
   virtual bool ReportedByConnected(const std::string& key) const = 0;
 };

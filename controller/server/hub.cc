@@ -587,6 +587,15 @@ std::optional<NodeRecord> Hub::Node(const std::string& name) {
   return it->second.record;
 }
 
+std::optional<api::Module> Hub::ModuleObject(const std::string& key) {
+  std::lock_guard lock(mu_);
+  auto it = modules_.find(key);
+  if (it == modules_.end()) {
+    return std::nullopt;
+  }
+  return it->second;
+}
+
 size_t Hub::ConnectedCount() {
   std::lock_guard lock(mu_);
   return streams_.size();

@@ -136,6 +136,8 @@ class Hub {
 
   ControllerStatus Status();
   std::optional<NodeRecord> Node(const std::string& name);
+  // The Module in force, by "<ns>/<name>"; nullopt when there is none.
+  std::optional<api::Module> ModuleObject(const std::string& key);
   size_t ConnectedCount();
 
  private:

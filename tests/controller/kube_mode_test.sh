@@ -340,6 +340,51 @@ eventually 20 bash -c "! kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get modul
 k delete module -n kmm-demo kmm-ci-s --wait=false >/dev/null
 eventually 20 bash -c "! kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get module -n kmm-demo kmm-ci-s" || fail "kmm-ci-s still there"
 
+step "a device plugin: its DaemonSet as KMM makes it (the user's mount at the plugin path wins), replaced on change, a refusal evented, gone with the plugin"
+dp_line() {  # IMAGE [CPU]: a devicePlugin whose container mounts the kubelet's plugin directory itself
+  echo "devicePlugin: {container: {image: '$1', resources: {limits: {cpu: '${2:-100m}'}}, volumeMounts: [{name: plugins, mountPath: /var/lib/kubelet/device-plugins}]}, volumes: [{name: plugins, hostPath: {path: /var/lib/kubelet/device-plugins}}]}"
+}
+plugin_ds() {  # the names of kmm-ci-dp's device plugin DaemonSets
+  k get daemonsets -n kmm-demo -l kmm.node.kubernetes.io/module.name=kmm-ci-dp,kmm.node.kubernetes.io/role=device-plugin \
+    -o jsonpath='{.items[*].metadata.name}'
+}
+module kmm-ci-dp worker '^.+$' "$(dp_line 127.0.0.1:5000/plugin:1)"
+eventually 20 bash -c "[[ -n \$(kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get daemonsets -n kmm-demo -l kmm.node.kubernetes.io/module.name=kmm-ci-dp -o name) ]]" ||
+  fail "no device plugin DaemonSet: $(grep -i 'device plugin' "$dir/ctl-a.log" | tail -3)"
+ds=$(plugin_ds)
+[[ $ds == kmm-ci-dp-device-plugin-* && $ds != *" "* ]] || fail "DaemonSets: '$ds'"
+k get daemonset -n kmm-demo "$ds" -o json | jq -e '
+  (.metadata.ownerReferences | length) == 1 and .metadata.ownerReferences[0].kind == "Module" and
+  .metadata.ownerReferences[0].name == "kmm-ci-dp" and .metadata.ownerReferences[0].controller == true and
+  (.spec.template.spec.nodeSelector | keys) == ["kmm.node.kubernetes.io/kmm-demo.kmm-ci-dp.device-plugin-target",
+                                                 "kmm.node.kubernetes.io/kmm-demo.kmm-ci-dp.ready"] and
+  .spec.template.spec.priorityClassName == "system-node-critical" and
+  .spec.template.spec.containers[0].securityContext.privileged == true and
+  ([.spec.template.spec.containers[0].volumeMounts[] | select(.mountPath == "/var/lib/kubelet/device-plugins")] | length) == 1' >/dev/null ||
+  fail "the DaemonSet is not KMM's shape: $(k get daemonset -n kmm-demo "$ds" -o json)"
+eventually 20 status_is kmm-ci-dp 2/2/2 || fail "the module is not loaded beside its plugin: $(loader kmm-ci-dp)"
+
+# A new plugin image: the same DaemonSet, replaced.
+module kmm-ci-dp worker '^.+$' "$(dp_line 127.0.0.1:5000/plugin:2)"
+eventually 20 bash -c "[[ \$(kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get daemonset -n kmm-demo '$ds' -o jsonpath='{.spec.template.spec.containers[0].image}') == 127.0.0.1:5000/plugin:2 ]]" ||
+  fail "the DaemonSet was not updated: $(k get daemonset -n kmm-demo "$ds" -o jsonpath='{.spec.template.spec.containers[0].image}')"
+[[ $(plugin_ds) == "$ds" ]] || fail "DaemonSets after the change: '$(plugin_ds)'"
+
+# A spec the API server refuses (no such CPU quantity): a Warning Event with its words; the
+# module stays loaded and labelled.
+module kmm-ci-dp worker '^.+$' "$(dp_line 127.0.0.1:5000/plugin:3 lots)"
+eventually 20 bash -c "kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get events -n kmm-demo --field-selector reason=DevicePluginRefused -o jsonpath='{.items[*].message}' | grep -q 'quantities must match'" ||
+  fail "no DevicePluginRefused Event: $(k get events -n kmm-demo --field-selector reason=DevicePluginRefused -o json)"
+status_is kmm-ci-dp 2/2/2 || fail "a refused plugin changed the module's status: $(loader kmm-ci-dp)"
+ready_is kmm-ci-dp "sim-0 sim-1" || fail "a refused plugin changed the ready labels: '$(ready_nodes kmm-ci-dp)'"
+
+# The plugin removed from the Module: its DaemonSet goes.
+module kmm-ci-dp
+eventually 20 bash -c "[[ -z \$(kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get daemonsets -n kmm-demo -l kmm.node.kubernetes.io/module.name=kmm-ci-dp -o name) ]]" ||
+  fail "the DaemonSet stayed after the plugin was removed: $(plugin_ds)"
+k delete module -n kmm-demo kmm-ci-dp --wait=false >/dev/null
+eventually 20 bash -c "! kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get module -n kmm-demo kmm-ci-dp" || fail "kmm-ci-dp still there"
+
 step "API server restart and watch expiry: a stopped controller relists and sees what it missed"
 module kmm-ci-b
 eventually 20 status_is kmm-ci-b 2/2/2 || fail "status $(loader kmm-ci-b)"

@@ -289,6 +289,11 @@ check false "$ctrl" '{"verb":"update","group":"coordination.k8s.io","resource":"
 check true "$ctrl" '{"verb":"update","resource":"secrets","namespace":"kmodd-system","name":"kmodd-controller-tls"}'
 check false "$ctrl" '{"verb":"update","resource":"secrets","namespace":"kmodd-system","name":"other"}'
 check false "$ctrl" '{"verb":"create","resource":"pods","namespace":"kmodd-system"}'
+# Device plugin DaemonSets: where Modules are given to it, nowhere else.
+check true "$ctrl" '{"verb":"create","group":"apps","resource":"daemonsets","namespace":"net-drivers"}'
+check true "$ctrl" '{"verb":"delete","group":"apps","resource":"daemonsets","namespace":"intel-gpu","name":"x"}'
+check false "$ctrl" '{"verb":"create","group":"apps","resource":"daemonsets","namespace":"kube-system"}'
+check false "$ctrl" '{"verb":"create","group":"apps","resource":"daemonsets","namespace":"storage"}'
 check false "$ctrl" '{"verb":"update","resource":"nodes","subresource":"status","name":"worker-1"}'
 check false "$agent" '{"verb":"get","resource":"nodes","name":"worker-1"}'
 check false "$agent" '{"verb":"get","resource":"secrets","namespace":"kmodd-system","name":"kmodd-controller-tls"}'
@@ -361,6 +366,19 @@ expect 403 "give its Lease a finalizer" PUT $leases/kmodd-controller "$(edited $
 event='"involvedObject":{"kind":"Node","name":"worker-1"},"reason":"ModuleLoaded","message":"m","type":"Normal","source":{"component":"kmm"}'
 expect 403 "create an Event with an owner" POST /api/v1/namespaces/default/events "{\"metadata\":{\"name\":\"kmodd-test.1\",\"ownerReferences\":[$owner]},$event}"
 expect 201 "create an Event" POST /api/v1/namespaces/default/events "{\"metadata\":{\"name\":\"kmodd-test.1\"},$event}"
+# A DaemonSet: only a Module's device plugin, owned by the Module its label names.
+ds() { # NAME OWNER-JSON [ROLE]: a DaemonSet labelled for Module ice
+  echo "{\"metadata\":{\"name\":\"$1\",\"labels\":{\"kmm.node.kubernetes.io/module.name\":\"ice\",\"kmm.node.kubernetes.io/role\":\"${3:-device-plugin}\"},\"ownerReferences\":[$2]},\"spec\":{\"selector\":{\"matchLabels\":{\"p\":\"ice\"}},\"template\":{\"metadata\":{\"labels\":{\"p\":\"ice\"}},\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"r/p:1\"}]}}}}"
+}
+module_owner() { echo "{\"apiVersion\":\"kmm.sigs.x-k8s.io/v1beta1\",\"kind\":\"Module\",\"name\":\"$1\",\"uid\":\"00000000-0000-0000-0000-000000000002\",\"controller\":true}"; }
+dss=/apis/apps/v1/namespaces/net-drivers/daemonsets
+expect 403 "create a DaemonSet owned by a Namespace" POST $dss "$(ds dp-a "$owner")"
+expect 403 "create a DaemonSet owned by another Module than its label names" POST $dss "$(ds dp-b "$(module_owner other)")"
+expect 403 "create a DaemonSet of another role" POST $dss "$(ds dp-c "$(module_owner ice)" module-loader)"
+expect 201 "create a Module's device plugin DaemonSet" POST $dss "$(ds dp-d "$(module_owner ice)")"
+# (read as the admin: the controller lists DaemonSets, it has no get)
+expect 403 "give it a second owner" PUT $dss/dp-d "$($kube get $dss/dp-d | $py -c "import json,sys; o=json.load(sys.stdin); o['metadata']['ownerReferences'].append($owner); print(json.dumps(o))")"
+expect 403 "create a DaemonSet in kube-system" POST /apis/apps/v1/namespaces/kube-system/daemonsets "$(ds dp-e "$(module_owner ice)")"
 
 step "the admission policy confines the controller's Node and Module writes"
 cat >"$work/node.yaml" <<'EOF'

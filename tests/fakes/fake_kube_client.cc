@@ -1,11 +1,13 @@
 #include "tests/fakes/fake_kube_client.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/json.h"
 #include "controller/kube/merge_patch.h"
 
@@ -115,14 +117,28 @@ absl::StatusOr<Value> FakeKubeClient::Get(std::string_view path) {
   return it->second;
 }
 
-absl::StatusOr<ObjectList> FakeKubeClient::List(std::string_view path, const ListOptions&) {
+absl::StatusOr<ObjectList> FakeKubeClient::List(std::string_view path, const ListOptions& options) {
   std::lock_guard<std::mutex> lock(mu_);
   if (absl::Status st = TakeFailure(absl::StrCat("LIST ", std::string(path))); !st.ok()) {
     return st;
   }
+  // Equality label selectors only ("k=v,k2=v2"), the form kmodd sends.
+  std::vector<std::pair<std::string, std::string>> wanted;
+  for (absl::string_view term : absl::StrSplit(options.label_selector, ',', absl::SkipEmpty())) {
+    const std::pair<std::string, std::string> kv = absl::StrSplit(term, absl::MaxSplits('=', 1));
+    wanted.push_back(kv);
+  }
   ObjectList list;
-  for (const auto& [p, object] : objects_) {
-    if (Lists(std::string(path), CollectionOf(p))) {
+  for (const auto& entry : objects_) {
+    if (!Lists(std::string(path), CollectionOf(entry.first))) {
+      continue;
+    }
+    const Value& object = entry.second;
+    const bool match = std::all_of(wanted.begin(), wanted.end(), [&object](const auto& kv) {
+      const Value* v = Lookup(object, {"metadata", "labels", kv.first});
+      return v != nullptr && v->IsString() && v->AsString() == kv.second;
+    });
+    if (match) {
       list.items.push_back(object);
     }
   }
@@ -180,7 +196,13 @@ absl::StatusOr<Value> FakeKubeClient::Create(std::string_view collection, const 
   if (absl::Status st = TakeFailure(absl::StrCat("POST ", std::string(collection))); !st.ok()) {
     return st;
   }
-  const std::string name = StringAt(object, {"metadata", "name"});
+  std::string name = StringAt(object, {"metadata", "name"});
+  Value stored = object;
+  if (name.empty() && !StringAt(object, {"metadata", "generateName"}).empty()) {
+    // As the API server: generateName plus a suffix of its own.
+    name = absl::StrCat(StringAt(object, {"metadata", "generateName"}), "g", ++uid_);
+    stored = With(stored, "metadata", With(*Lookup(stored, {"metadata"}), "name", name));
+  }
   if (name.empty()) {
     return absl::InvalidArgumentError("POST: metadata.name is required");
   }
@@ -188,7 +210,7 @@ absl::StatusOr<Value> FakeKubeClient::Create(std::string_view collection, const 
   if (objects_.count(path) != 0) {
     return absl::AlreadyExistsError(absl::StrCat("POST ", path, ": 409 AlreadyExists"));
   }
-  return Store(path, object, EventType::kAdded);
+  return Store(path, std::move(stored), EventType::kAdded);
 }
 
 absl::StatusOr<Value> FakeKubeClient::Write(std::string_view path_view, const Value& body,

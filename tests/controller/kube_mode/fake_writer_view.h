@@ -17,6 +17,7 @@ struct FakeWriterView final : server::WriterView {
   std::map<std::string, source::NodeMeta> nodes;
   std::map<std::string, server::ModuleState> modules;
   std::map<std::string, source::ModuleMeta> metas;
+  std::map<std::string, api::Module> objects;
   std::set<std::string> reported;
 
   std::optional<server::NodeRecord> Record(const std::string& node) const override {
@@ -30,6 +31,9 @@ struct FakeWriterView final : server::WriterView {
   }
   std::optional<source::ModuleMeta> Module(const std::string& key) const override {
     return Find(metas, key);
+  }
+  std::optional<api::Module> ModuleObject(const std::string& key) const override {
+    return Find(objects, key);
   }
   bool ReportedByConnected(const std::string& key) const override {
     return reported.count(key) != 0;

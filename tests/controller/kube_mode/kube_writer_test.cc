@@ -716,3 +716,21 @@ TEST_CASE("Kubernetes mode: node labels follow each report at once; Module statu
   h.clock.Advance(std::chrono::hours(1));
   REQUIRE(Eventually([&] { return available() == 2; }));
 }
+
+TEST_CASE("Kubernetes mode: a Module with a device plugin gets its DaemonSet from the writer") {
+  WriterHarness h;
+  auto m = h.api.Get(h.kModules + "/a");
+  REQUIRE(m.ok());
+  auto plugin = kmodd::ParseJson(R"({"container":{"image":"r/plugin:1"}})");
+  REQUIRE(plugin.ok());
+  Value spec = kmodd::With(*kmodd::Lookup(*m, {"spec"}), "devicePlugin", *plugin);
+  REQUIRE(h.api.Update(h.kModules + "/a", kmodd::With(*m, "spec", spec)).ok());
+  REQUIRE(Eventually([&] {
+    auto hm = h.hub.ModuleObject("ns/a");
+    return hm && hm->spec.device_plugin.has_value();
+  }));
+  h.writer->SyncOnce();
+  const auto ds = h.api.Objects(kmodd::kube::ResourcePath("apps/v1", "daemonsets", "ns"));
+  REQUIRE(ds.size() == 1);
+  CHECK(ds.begin()->first.rfind("a-device-plugin-", 0) == 0);
+}

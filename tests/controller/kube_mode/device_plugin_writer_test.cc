@@ -1,0 +1,218 @@
+#include "controller/kube_mode/device_plugin_writer.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "api/decode.h"
+#include "common/json.h"
+#include "controller/kube_mode/plugin_daemonset.h"
+#include "tests/controller/kube_mode/fake_writer_view.h"
+#include "tests/fakes/fake_clock.h"
+#include "tests/fakes/fake_kube_client.h"
+
+using kmodd::IntAt;
+using kmodd::StringAt;
+using kmodd::Value;
+using kmodd::server::DevicePluginWriter;
+using kmodd::server::ReconcileResult;
+
+namespace {
+
+const std::string kDaemonSets = kmodd::kube::ResourcePath("apps/v1", "daemonsets", "drivers");
+
+kmodd::api::Module Decode(const std::string& spec) {
+  const std::string text =
+      "apiVersion: kmm.sigs.x-k8s.io/v1beta1\nkind: Module\n"
+      "metadata: {name: gpu, namespace: drivers, uid: u-1}\n" + spec;
+  kmodd::api::Decoded d = kmodd::api::DecodeDocuments(text, "module.yaml");
+  REQUIRE(d.errors.empty());
+  REQUIRE(d.modules.size() == 1);
+  return d.modules[0].object;
+}
+
+std::string Loader(const std::string& version, const std::string& plugin_image) {
+  std::string out = "spec:\n  selector: {gpu: \"true\"}\n  moduleLoader:\n    container:\n";
+  if (!version.empty()) {
+    out += "      version: " + version + "\n";
+  }
+  out += "      modprobe: {moduleName: gpu}\n"
+         "      kernelMappings: [{regexp: '^.+$', containerImage: 'reg/gpu:1'}]\n";
+  if (!plugin_image.empty()) {
+    out += "  devicePlugin: {container: {image: '" + plugin_image + "'}}\n";
+  }
+  return out;
+}
+
+struct Harness {
+  Harness() : devnull(std::fopen("/dev/null", "w")), log(devnull), events(api, clock, "kmm", "t"),
+              writer(api, events, log) {
+    kmodd::source::ModuleMeta meta;
+    meta.ns = "drivers";
+    meta.name = "gpu";
+    meta.uid = "u-1";
+    view.metas["drivers/gpu"] = meta;
+  }
+  ~Harness() { std::fclose(devnull); }
+
+  void Set(const std::string& spec) { view.objects["drivers/gpu"] = Decode(spec); }
+  ReconcileResult Run() { return writer.Reconcile(view, "drivers/gpu"); }
+  std::vector<Value> DaemonSets() {
+    std::vector<Value> out;
+    for (auto& [name, ds] : api.Objects(kDaemonSets)) {
+      out.push_back(ds);
+    }
+    return out;
+  }
+  size_t Writes() {
+    size_t n = 0;
+    for (const std::string& c : api.calls()) {
+      n += c.rfind("POST " + kDaemonSets, 0) == 0 || c.rfind("PUT " + kDaemonSets, 0) == 0 ||
+                   c.rfind("DELETE " + kDaemonSets, 0) == 0
+               ? 1
+               : 0;
+    }
+    return n;
+  }
+  std::vector<std::string> ModuleEvents() {
+    std::vector<std::string> out;
+    for (const auto& [name, e] :
+         api.Objects(kmodd::kube::ResourcePath("v1", "events", "drivers"))) {
+      out.push_back(StringAt(e, {"reason"}) + ": " + StringAt(e, {"message"}));
+    }
+    return out;
+  }
+
+  std::FILE* devnull;
+  kmodd::Logger log;
+  kmodd::kube::FakeKubeClient api;
+  kmodd::FakeClock clock;
+  kmodd::kube::EventRecorder events;
+  kmodd::testing::FakeWriterView view;
+  DevicePluginWriter writer;
+};
+
+bool IsOk(const ReconcileResult& r) { return r.error.ok() && r.requeue_after.count() == 0; }
+
+std::string Image(const Value& ds) {
+  const Value* c = kmodd::Lookup(ds, {"spec", "template", "spec", "containers"});
+  return c != nullptr && c->IsList() && !c->AsList().empty() ? StringAt(c->AsList()[0], {"image"})
+                                                              : "";
+}
+
+}  // namespace
+
+TEST_CASE("device plugin writer: creates the DaemonSet once, replaces it when the plugin changes, deletes it with the plugin") {
+  Harness h;
+  h.Set(Loader("", "reg/plugin:1"));
+  CHECK(IsOk(h.Run()));
+  std::vector<Value> ds = h.DaemonSets();
+  REQUIRE(ds.size() == 1);
+  const std::string name = StringAt(ds[0], {"metadata", "name"});
+  CHECK(name.rfind("gpu-device-plugin-", 0) == 0);
+  CHECK(StringAt(kmodd::Lookup(ds[0], {"metadata", "ownerReferences"})->AsList()[0], {"uid"}) == "u-1");
+  CHECK(Image(ds[0]) == "reg/plugin:1");
+
+  // Nothing changed: nothing written (the API server's defaults do not count).
+  CHECK(IsOk(h.Run()));
+  CHECK(h.Writes() == 1);
+
+  // A new plugin image: the same DaemonSet, replaced.
+  h.Set(Loader("", "reg/plugin:2"));
+  CHECK(IsOk(h.Run()));
+  ds = h.DaemonSets();
+  REQUIRE(ds.size() == 1);
+  CHECK(StringAt(ds[0], {"metadata", "name"}) == name);
+  CHECK(Image(ds[0]) == "reg/plugin:2");
+  CHECK(h.Writes() == 2);
+
+  // The plugin removed from the Module: its DaemonSet goes; the module loader's stays.
+  REQUIRE(h.api.Create(kDaemonSets, *kmodd::ParseJson(R"({"metadata": {"name": "loader",
+      "labels": {"kmm.node.kubernetes.io/module.name": "gpu", "kmm.node.kubernetes.io/role": "module-loader"}}})")).ok());
+  h.Set(Loader("", ""));
+  CHECK(IsOk(h.Run()));
+  ds = h.DaemonSets();
+  REQUIRE(ds.size() == 1);
+  CHECK(StringAt(ds[0], {"metadata", "name"}) == "loader");
+}
+
+TEST_CASE("device plugin writer: a new version gets its own DaemonSet; the old one, scheduling nowhere, goes") {
+  // The API server's DaemonSet controller has not written a status here: KMM reads the
+  // absent desiredNumberScheduled as 0 (Go's zero value), and so does kmodd.
+  Harness h;
+  h.Set(Loader("v1", "reg/plugin:1"));
+  CHECK(IsOk(h.Run()));
+  const std::string v1 = StringAt(h.DaemonSets().at(0), {"metadata", "name"});
+  h.Set(Loader("v2", "reg/plugin:2"));
+  CHECK(IsOk(h.Run()));
+  std::vector<Value> ds = h.DaemonSets();
+  REQUIRE(ds.size() == 1);
+  CHECK(StringAt(ds[0], {"metadata", "name"}) != v1);
+  CHECK(StringAt(ds[0], {"metadata", "labels",
+                         "beta.kmm.node.kubernetes.io/version-schedule-pod.drivers.gpu"}) == "v2");
+  CHECK(Image(ds[0]) == "reg/plugin:2");
+}
+
+TEST_CASE("device plugin writer: the old version's DaemonSet stays while it still schedules pods") {
+  Harness h;
+  h.Set(Loader("v1", "reg/plugin:1"));
+  CHECK(IsOk(h.Run()));
+  const std::string v1 = StringAt(h.DaemonSets().at(0), {"metadata", "name"});
+  REQUIRE(h.api.MergePatch(kDaemonSets + "/" + v1 + "/status",
+                           *kmodd::ParseJson(R"({"status": {"desiredNumberScheduled": 2}})"))
+              .ok());
+  h.Set(Loader("v2", "reg/plugin:2"));
+  CHECK(IsOk(h.Run()));
+  CHECK(h.DaemonSets().size() == 2);
+  REQUIRE(h.api.MergePatch(kDaemonSets + "/" + v1 + "/status",
+                           *kmodd::ParseJson(R"({"status": {"desiredNumberScheduled": 0}})"))
+              .ok());
+  CHECK(IsOk(h.Run()));
+  std::vector<Value> ds = h.DaemonSets();
+  REQUIRE(ds.size() == 1);
+  CHECK(Image(ds[0]) == "reg/plugin:2");
+}
+
+TEST_CASE("device plugin writer: a deleted Module's DaemonSets go") {
+  Harness h;
+  h.Set(Loader("", "reg/plugin:1"));
+  CHECK(IsOk(h.Run()));
+  REQUIRE(h.DaemonSets().size() == 1);
+  h.view.metas["drivers/gpu"].deleting = true;
+  CHECK(IsOk(h.Run()));
+  CHECK(h.DaemonSets().empty());
+}
+
+TEST_CASE("device plugin writer: a refusal is a Warning Event with the API server's words, once, and retried") {
+  Harness h;
+  h.Set(Loader("", "reg/plugin:1"));
+  h.api.FailNext(absl::OkStatus());  // the LIST
+  h.api.FailNext(absl::InvalidArgumentError(
+      "POST daemonsets: 422 Invalid: spec.template.spec.volumes[1].name: Duplicate value"));
+  ReconcileResult r = h.Run();
+  CHECK(absl::IsInvalidArgument(r.error));
+  CHECK(h.ModuleEvents() ==
+        std::vector<std::string>{"DevicePluginRefused: the device plugin DaemonSet was refused: "
+                                 "POST daemonsets: 422 Invalid: spec.template.spec.volumes[1]."
+                                 "name: Duplicate value"});
+  CHECK(h.DaemonSets().empty());
+  // Retried (the queue's backoff): written now.
+  CHECK(IsOk(h.Run()));
+  CHECK(h.DaemonSets().size() == 1);
+  CHECK(h.ModuleEvents().size() == 1);
+}
+
+TEST_CASE("device plugin writer: without DaemonSet access, a Module without a plugin is fine and one with is told") {
+  Harness h;
+  h.Set(Loader("", ""));
+  h.api.FailNext(absl::PermissionDeniedError("LIST daemonsets: 403 Forbidden"));
+  CHECK(IsOk(h.Run()));
+  h.Set(Loader("", "reg/plugin:1"));
+  h.api.FailNext(absl::PermissionDeniedError("LIST daemonsets: 403 Forbidden"));
+  CHECK(absl::IsPermissionDenied(h.Run().error));
+  CHECK(h.ModuleEvents() == std::vector<std::string>{
+                                "DevicePluginRefused: the device plugin DaemonSet was refused: "
+                                "LIST daemonsets: 403 Forbidden"});
+}
