@@ -277,7 +277,8 @@ void KubeSource::OnNodeEvent(kube::EventType type, const Value& object) {
   }
   {
     std::lock_guard lock(mu_);
-    nodes_[name] = NodeMeta{name, StringAt(object, {"metadata", "uid"}), n->metadata.labels};
+    nodes_[name] = NodeMeta{name, StringAt(object, {"metadata", "uid"}), n->metadata.labels,
+                            n->unschedulable, n->taints};
   }
   hub_.SetApiNode(*std::move(n));
 }

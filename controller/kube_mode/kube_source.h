@@ -69,6 +69,8 @@ struct NodeMeta {
   std::string name;
   std::string uid;
   std::map<std::string, std::string> labels;
+  bool unschedulable = false;  // cordoned
+  std::vector<api::Taint> taints;
 };
 
 // Conversions, pure, for tests. A Module or Node object as the API returns it (list items

@@ -35,6 +35,7 @@ struct KubeWriter::Snapshot final : WriterView {
   std::set<std::string> nodes;  // the nodes the hub had records of
   std::map<std::string, ModuleState> modules;
   std::set<std::string> reported;  // Modules some connected agent reports
+  std::vector<api::Module> plugin_modules;  // in force, with a device plugin
   source::KubeSource* source = nullptr;
   Hub* hub = nullptr;
 
@@ -55,6 +56,7 @@ struct KubeWriter::Snapshot final : WriterView {
   std::optional<api::Module> ModuleObject(const std::string& key) const override {
     return hub->ModuleObject(key);
   }
+  const std::vector<api::Module>& DevicePluginModules() const override { return plugin_modules; }
   bool ReportedByConnected(const std::string& key) const override {
     return reported.count(key) != 0;
   }
@@ -201,6 +203,22 @@ void KubeWriter::TakeIn(const HubChanges& c, bool everything) {
   for (const ModuleState& m : st.modules) {
     snap->modules.emplace(absl::StrCat(m.namespace_, "/", m.name), m);
   }
+  snap->plugin_modules = hub_.DevicePluginModules();
+  // What decides the nodes' .device-plugin-target labels: when it changes, every node.
+  std::string targeting;
+  for (const api::Module& m : snap->plugin_modules) {
+    absl::StrAppend(&targeting, m.Key(), "\n");
+    for (const auto& [k, v] : m.spec.selector) {
+      absl::StrAppend(&targeting, k, "=", v, ",");
+    }
+    for (const api::Toleration& t : m.spec.tolerations) {
+      absl::StrAppend(&targeting, t.key, " ", t.op, " ", t.value, " ", t.effect, ";");
+    }
+    absl::StrAppend(&targeting, "\n");
+  }
+  const bool targets_changed = targeting != targeting_;
+
+  targeting_ = std::move(targeting);
   std::map<std::string, std::string> fingerprints;
   for (const auto& [key, m] : snap->modules) {
     const std::optional<source::ModuleMeta> meta = source_.Module(key);
@@ -218,7 +236,7 @@ void KubeWriter::TakeIn(const HubChanges& c, bool everything) {
   }
 
   std::vector<std::string> keys;
-  if (everything) {
+  if (everything || targets_changed) {
     for (const std::string& name : snap->nodes) {
       keys.push_back(kNodeKey + name);
     }

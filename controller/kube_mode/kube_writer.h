@@ -110,6 +110,7 @@ class KubeWriter {
   // The watcher's (and SyncOnce's) own.
   bool leading_ = false;  // took in a change as leader, every key queued since
   std::map<std::string, std::string> fingerprints_;  // Module key -> what its duties read
+  std::string targeting_;  // the device plugin Modules' selectors and tolerations
   // A worker found it was not leading: every key is owed once it leads again.
   std::atomic<bool> owed_{false};
 

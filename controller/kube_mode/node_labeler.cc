@@ -3,8 +3,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/json.h"
+#include "controller/kube_mode/plugin_daemonset.h"
 
 namespace kmodd::server {
 
@@ -17,9 +19,20 @@ std::string VersionReadyLabel(const std::string& ns, const std::string& name) {
 }
 
 bool IsOwnedLabel(const std::string& key) {
-  // <ns>.<name>.ready and <ns>.<name>.version.ready; not version-module.* (the user's),
-  // not .device-plugin-ready (a device plugin's).
-  return key == kKernelVersionLabel || !ModuleOfLabel(key).empty();
+  // <ns>.<name>.ready, <ns>.<name>.version.ready and <ns>.<name>.device-plugin-target; not
+  // version-module.* (the user's), not .device-plugin-ready (from the plugin's Pods).
+  return key == kKernelVersionLabel || !ModuleOfLabel(key).empty() ||
+         (absl::StartsWith(key, kLabelPrefix) && absl::EndsWith(key, kTargetSuffix));
+}
+
+Labels TargetLabels(const source::NodeMeta& node, const std::vector<api::Module>& plugins) {
+  Labels out;
+  for (const api::Module& m : plugins) {
+    if (DevicePluginTargets(m, node.labels, node.unschedulable, node.taints)) {
+      out[DevicePluginTargetLabel(m.metadata.namespace_, m.metadata.name)] = "";
+    }
+  }
+  return out;
 }
 
 Labels DesiredLabels(const NodeRecord& node) {
@@ -80,11 +93,21 @@ ReconcileResult NodeLabeler::Reconcile(const WriterView& view, const std::string
   if (!rec || !api) {
     return ReconcileResult::Ok();  // no agent ever, or not a Node the API lists
   }
+  Labels desired;
   if (rec->connected ? !rec->reported : rec->modules.empty()) {
-    return ReconcileResult::Ok();  // not heard from yet: its labels stay (see the header)
+    // Not heard from yet: its module labels stay as they are (see the header).
+    for (const auto& [k, v] : api->labels) {
+      if (!ModuleOfLabel(k).empty()) {
+        desired[k] = v;
+      }
+    }
+  } else {
+    desired = DesiredLabels(*rec);
+  }
+  for (auto& [k, v] : TargetLabels(*api, view.DevicePluginModules())) {
+    desired[k] = v;
   }
   const Clock::Monotonic now = clock_.MonotonicNow();
-  Labels desired = DesiredLabels(*rec);
   {
     std::lock_guard lock(mu_);
     refused_.Filter(node, desired, now);

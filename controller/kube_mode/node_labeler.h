@@ -3,6 +3,9 @@
 // The writer's node-label duty, one Node per call (key "node/<name>"):
 //   kmm.node.kubernetes.io/<ns>.<name>.ready          while the agent reports it Loaded
 //   kmm.node.kubernetes.io/<ns>.<name>.version.ready  = the version, idem, when versioned
+//   kmm.node.kubernetes.io/<ns>.<name>.device-plugin-target  for a Module with a device
+//       plugin that selects the node while it is schedulable for it (not cordoned, its
+//       NoSchedule/NoExecute taints tolerated; KMM's rule, so that a drain evicts the plugin)
 // diffed against the Node's labels as watched and merge-patched (null removes); then the
 // Node Events ModuleLoaded / ModuleUnloaded for the .ready labels that patch added or
 // removed, as KMM writes them, and a Warning for a label the API server refused.
@@ -23,6 +26,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -43,6 +47,9 @@ std::string ReadyLabel(const std::string& ns, const std::string& name);
 std::string VersionReadyLabel(const std::string& ns, const std::string& name);
 // Whether kmodd sets (and so may remove) this label.
 bool IsOwnedLabel(const std::string& key);
+inline constexpr char kTargetSuffix[] = ".device-plugin-target";
+// The .device-plugin-target labels `node` should carry (plugin_daemonset.h).
+Labels TargetLabels(const source::NodeMeta& node, const std::vector<api::Module>& plugins);
 
 // The labels kmodd wants on a node, from its agent's last report.
 Labels DesiredLabels(const NodeRecord& node);

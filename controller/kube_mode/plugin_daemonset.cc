@@ -1,5 +1,6 @@
 #include "controller/kube_mode/plugin_daemonset.h"
 
+#include <algorithm>
 #include <optional>
 #include <set>
 #include <utility>
@@ -10,6 +11,7 @@
 #include "common/json.h"
 #include "controller/kube_mode/node_labeler.h"
 #include "controller/kube_mode/node_labels.h"
+#include "controller/placement/selection.h"
 
 namespace kmodd::server {
 
@@ -236,6 +238,21 @@ std::string DevicePluginReadyLabel(const std::string& ns, const std::string& nam
 
 std::string SchedulePodVersionLabel(const std::string& ns, const std::string& name) {
   return absl::StrCat("beta.kmm.node.kubernetes.io/version-schedule-pod.", ns, ".", name);
+}
+
+bool DevicePluginTargets(const api::Module& m, const std::map<std::string, std::string>& labels,
+                         bool unschedulable, const std::vector<api::Taint>& taints) {
+  if (!m.spec.device_plugin.has_value() || unschedulable ||
+      placement::FirstSelectorMismatch(m.spec.selector, labels).has_value()) {
+    return false;
+  }
+  return std::all_of(taints.begin(), taints.end(), [&](const api::Taint& taint) {
+    if (taint.effect != "NoSchedule" && taint.effect != "NoExecute") {
+      return true;
+    }
+    return std::any_of(m.spec.tolerations.begin(), m.spec.tolerations.end(),
+                       [&](const api::Toleration& t) { return placement::Tolerates(t, taint); });
+  });
 }
 
 PluginSelection DevicePluginSelection(const api::Module& m) {

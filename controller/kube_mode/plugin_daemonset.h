@@ -26,9 +26,11 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "api/module.h"
+#include "api/node.h"
 #include "common/value.h"
 
 namespace kmodd::server {
@@ -45,6 +47,14 @@ std::string DevicePluginReadyLabel(const std::string& ns, const std::string& nam
 // beta.kmm.node.kubernetes.io/version-schedule-pod.<ns>.<name>: which version's plugin may
 // run on a node during an ordered upgrade.
 std::string SchedulePodVersionLabel(const std::string& ns, const std::string& name);
+
+// KMM's handleDevicePluginTargetLabels: the node carries .device-plugin-target for a Module
+// with spec.devicePlugin when the Module's selector matches its labels and the node is
+// schedulable for it (not cordoned; every NoSchedule and NoExecute taint tolerated), so
+// that draining a node (cordon, then evict) takes the plugin off it while the module stays
+// loaded (kmodd unloads only for an untolerated NoExecute taint).
+bool DevicePluginTargets(const api::Module& m, const std::map<std::string, std::string>& labels,
+                         bool unschedulable, const std::vector<api::Taint>& taints);
 
 struct PluginSelection {
   std::map<std::string, std::string> labels;         // the DaemonSet's, its selector's, its Pods'

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -32,6 +33,8 @@ class WriterView {
   // The Module in force (its last accepted version, decoded); nullopt when none is (never
   // accepted, or deleted).
   virtual std::optional<api::Module> ModuleObject(const std::string& key) const = 0;
+  // The Modules in force with a spec.devicePlugin (their .device-plugin-target labels).
+  virtual const std::vector<api::Module>& DevicePluginModules() const = 0;
   // Some connected agent reports the Module (any phase).
   virtual bool ReportedByConnected(const std::string& key) const = 0;
 };

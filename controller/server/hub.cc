@@ -596,6 +596,17 @@ std::optional<api::Module> Hub::ModuleObject(const std::string& key) {
   return it->second;
 }
 
+std::vector<api::Module> Hub::DevicePluginModules() {
+  std::lock_guard lock(mu_);
+  std::vector<api::Module> out;
+  for (const auto& [key, m] : modules_) {
+    if (m.spec.device_plugin.has_value()) {
+      out.push_back(m);
+    }
+  }
+  return out;
+}
+
 size_t Hub::ConnectedCount() {
   std::lock_guard lock(mu_);
   return streams_.size();

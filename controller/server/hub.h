@@ -138,6 +138,8 @@ class Hub {
   std::optional<NodeRecord> Node(const std::string& name);
   // The Module in force, by "<ns>/<name>"; nullopt when there is none.
   std::optional<api::Module> ModuleObject(const std::string& key);
+  // The Modules in force that have a spec.devicePlugin, by key.
+  std::vector<api::Module> DevicePluginModules();
   size_t ConnectedCount();
 
  private:

@@ -341,8 +341,11 @@ k delete module -n kmm-demo kmm-ci-s --wait=false >/dev/null
 eventually 20 bash -c "! kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get module -n kmm-demo kmm-ci-s" || fail "kmm-ci-s still there"
 
 step "a device plugin: its DaemonSet as KMM makes it (the user's mount at the plugin path wins), replaced on change, a refusal evented, gone with the plugin"
-dp_line() {  # IMAGE [CPU]: a devicePlugin whose container mounts the kubelet's plugin directory itself
+dp_line() {  # IMAGE [CPU]: a devicePlugin whose container mounts the kubelet's plugin directory
+  # itself; the Module tolerates the not-ready taint the API server gives these kubelet-less
+  # Nodes (a plugin targets only nodes it may schedule on, as in KMM).
   echo "devicePlugin: {container: {image: '$1', resources: {limits: {cpu: '${2:-100m}'}}, volumeMounts: [{name: plugins, mountPath: /var/lib/kubelet/device-plugins}]}, volumes: [{name: plugins, hostPath: {path: /var/lib/kubelet/device-plugins}}]}"
+  echo "  tolerations: [{key: node.kubernetes.io/not-ready, operator: Exists, effect: NoSchedule}]"
 }
 plugin_ds() {  # the names of kmm-ci-dp's device plugin DaemonSets
   k get daemonsets -n kmm-demo -l kmm.node.kubernetes.io/module.name=kmm-ci-dp,kmm.node.kubernetes.io/role=device-plugin \
@@ -363,6 +366,16 @@ k get daemonset -n kmm-demo "$ds" -o json | jq -e '
   ([.spec.template.spec.containers[0].volumeMounts[] | select(.mountPath == "/var/lib/kubelet/device-plugins")] | length) == 1' >/dev/null ||
   fail "the DaemonSet is not KMM's shape: $(k get daemonset -n kmm-demo "$ds" -o json)"
 eventually 20 status_is kmm-ci-dp 2/2/2 || fail "the module is not loaded beside its plugin: $(loader kmm-ci-dp)"
+# The target label: on the schedulable workers it selects (not sim-3: an untolerated
+# NoExecute taint); cordoning takes it off (a drain evicts the plugin), not the module.
+targets() { k get nodes -l kmm.node.kubernetes.io/kmm-demo.kmm-ci-dp.device-plugin-target -o jsonpath='{.items[*].metadata.name}'; }
+targets_are() { [[ $(targets) == "$1" ]]; }
+eventually 20 targets_are "sim-0 sim-1" || fail "device-plugin-target on '$(targets)', want sim-0 sim-1"
+k cordon sim-1 >/dev/null
+eventually 20 targets_are "sim-0" || fail "after cordoning sim-1: device-plugin-target on '$(targets)'"
+ready_is kmm-ci-dp "sim-0 sim-1" || fail "cordoning sim-1 took its ready label: '$(ready_nodes kmm-ci-dp)'"
+k uncordon sim-1 >/dev/null
+eventually 20 targets_are "sim-0 sim-1" || fail "after uncordoning sim-1: device-plugin-target on '$(targets)'"
 
 # A new plugin image: the same DaemonSet, replaced.
 module kmm-ci-dp worker '^.+$' "$(dp_line 127.0.0.1:5000/plugin:2)"
@@ -382,6 +395,7 @@ ready_is kmm-ci-dp "sim-0 sim-1" || fail "a refused plugin changed the ready lab
 module kmm-ci-dp
 eventually 20 bash -c "[[ -z \$(kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get daemonsets -n kmm-demo -l kmm.node.kubernetes.io/module.name=kmm-ci-dp -o name) ]]" ||
   fail "the DaemonSet stayed after the plugin was removed: $(plugin_ds)"
+eventually 20 targets_are "" || fail "device-plugin-target stayed on '$(targets)' after the plugin was removed"
 k delete module -n kmm-demo kmm-ci-dp --wait=false >/dev/null
 eventually 20 bash -c "! kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get module -n kmm-demo kmm-ci-dp" || fail "kmm-ci-dp still there"
 

@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "controller/kube_mode/writer_view.h"
 
@@ -18,6 +19,7 @@ struct FakeWriterView final : server::WriterView {
   std::map<std::string, server::ModuleState> modules;
   std::map<std::string, source::ModuleMeta> metas;
   std::map<std::string, api::Module> objects;
+  std::vector<api::Module> plugin_modules;
   std::set<std::string> reported;
 
   std::optional<server::NodeRecord> Record(const std::string& node) const override {
@@ -35,6 +37,7 @@ struct FakeWriterView final : server::WriterView {
   std::optional<api::Module> ModuleObject(const std::string& key) const override {
     return Find(objects, key);
   }
+  const std::vector<api::Module>& DevicePluginModules() const override { return plugin_modules; }
   bool ReportedByConnected(const std::string& key) const override {
     return reported.count(key) != 0;
   }

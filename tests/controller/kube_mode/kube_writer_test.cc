@@ -734,3 +734,20 @@ TEST_CASE("Kubernetes mode: a Module with a device plugin gets its DaemonSet fro
   REQUIRE(ds.size() == 1);
   CHECK(ds.begin()->first.rfind("a-device-plugin-", 0) == 0);
 }
+
+TEST_CASE("Kubernetes mode: a device plugin Module's target label reaches its nodes through the writer") {
+  WriterHarness h;
+  LockedStream w1;
+  Connect(h.hub, w1, "w1", {"a"});
+  h.writer->SyncOnce();
+  CHECK(NodeLabelsOf(h.api, "w1").count("kmm.node.kubernetes.io/ns.a.device-plugin-target") == 0);
+  auto m = h.api.Get(h.kModules + "/a");
+  REQUIRE(m.ok());
+  auto plugin = kmodd::ParseJson(R"({"container":{"image":"r/plugin:1"}})");
+  REQUIRE(plugin.ok());
+  Value spec = kmodd::With(*kmodd::Lookup(*m, {"spec"}), "devicePlugin", *plugin);
+  REQUIRE(h.api.Update(h.kModules + "/a", kmodd::With(*m, "spec", spec)).ok());
+  REQUIRE(Eventually([&] { return h.hub.DevicePluginModules().size() == 1; }));
+  h.writer->SyncOnce();
+  CHECK(NodeLabelsOf(h.api, "w1").count("kmm.node.kubernetes.io/ns.a.device-plugin-target") == 1);
+}

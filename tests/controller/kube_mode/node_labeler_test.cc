@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "api/decode.h"
 #include "common/json.h"
 #include "fake_writer_view.h"
 #include "tests/fakes/fake_clock.h"
@@ -227,4 +228,68 @@ TEST_CASE("node labeler: refused labels are asked again after RefusedLabels::kRe
   h.clock.Advance(std::chrono::seconds(1));
   CHECK(IsOk(h.labeler.Reconcile(h.view, "w1")));
   CHECK(h.LabelsOf("w1") == Labels{{kReadyA, ""}, {"kmm.node.kubernetes.io/ns.a.version.ready", "v1"}});
+}
+
+namespace {
+
+kmodd::api::Module PluginModule(const std::string& tolerations = "[]") {
+  const std::string text =
+      "apiVersion: kmm.sigs.x-k8s.io/v1beta1\nkind: Module\nmetadata: {name: a, namespace: ns}\n"
+      "spec:\n  selector: {role: worker}\n  tolerations: " + tolerations + "\n"
+      "  devicePlugin: {container: {image: 'r/p:1'}}\n";
+  kmodd::api::Decoded d = kmodd::api::DecodeDocuments(text, "m.yaml");
+  REQUIRE(d.errors.empty());
+  REQUIRE(d.modules.size() == 1);
+  return d.modules[0].object;
+}
+
+constexpr char kTargetA[] = "kmm.node.kubernetes.io/ns.a.device-plugin-target";
+
+}  // namespace
+
+TEST_CASE("node labeler: a device plugin's target label follows selection and cordon, as KMM's") {
+  Harness h;
+  h.AddNode("w1", {{"role", "worker"}});
+  h.AddNode("i1", {{"role", "infra"}});
+  h.view.plugin_modules = {PluginModule()};
+  h.view.records["w1"] = Reported("w1", true, {{"ns/a", kmodd::api::Phase::kLoaded, "", "", "", 0}});
+  h.view.records["i1"] = Reported("i1", true, {});
+  CHECK(IsOk(h.labeler.Reconcile(h.view, "w1")));
+  CHECK(IsOk(h.labeler.Reconcile(h.view, "i1")));
+  CHECK(h.LabelsOf("w1") == Labels{{"role", "worker"}, {kReadyA, ""}, {kTargetA, ""}});
+  CHECK(h.LabelsOf("i1") == Labels{{"role", "infra"}});
+
+  // Cordoned: the target goes (a drain evicts the plugin), the module's label stays.
+  h.Watched("w1");
+  h.view.nodes["w1"].unschedulable = true;
+  CHECK(IsOk(h.labeler.Reconcile(h.view, "w1")));
+  CHECK(h.LabelsOf("w1") == Labels{{"role", "worker"}, {kReadyA, ""}});
+  // Uncordoned, but a NoSchedule taint the Module does not tolerate: still no target.
+  h.Watched("w1");
+  h.view.nodes["w1"].unschedulable = false;
+  h.view.nodes["w1"].taints = {{"gpu", "maintenance", "NoSchedule"}};
+  CHECK(IsOk(h.labeler.Reconcile(h.view, "w1")));
+  CHECK(h.LabelsOf("w1").count(kTargetA) == 0);
+  // Tolerated: back.
+  h.view.plugin_modules = {PluginModule("[{key: gpu, operator: Exists, effect: NoSchedule}]")};
+  CHECK(IsOk(h.labeler.Reconcile(h.view, "w1")));
+  CHECK(h.LabelsOf("w1").count(kTargetA) == 1);
+  // The plugin removed from the Module: the target goes, the module's label stays.
+  h.Watched("w1");
+  h.view.plugin_modules.clear();
+  CHECK(IsOk(h.labeler.Reconcile(h.view, "w1")));
+  CHECK(h.LabelsOf("w1") == Labels{{"role", "worker"}, {kReadyA, ""}});
+  // No Node Event for a target label: ModuleLoaded once, from the .ready label.
+  CHECK(h.NodeEvents() == std::vector<std::string>{"ModuleLoaded w1"});
+}
+
+TEST_CASE("node labeler: a node not heard from since a failover gets its target label and keeps its module labels") {
+  Harness h;
+  h.AddNode("w1", {{"role", "worker"}, {kReadyA, ""}});
+  h.view.plugin_modules = {PluginModule()};
+  NodeRecord w1 = Reported("w1", true, {});
+  w1.reported = false;
+  h.view.records["w1"] = w1;
+  CHECK(IsOk(h.labeler.Reconcile(h.view, "w1")));
+  CHECK(h.LabelsOf("w1") == Labels{{"role", "worker"}, {kReadyA, ""}, {kTargetA, ""}});
 }
