@@ -717,14 +717,23 @@ TEST_CASE("Kubernetes mode: node labels follow each report at once; Module statu
   REQUIRE(Eventually([&] { return available() == 2; }));
 }
 
-TEST_CASE("Kubernetes mode: a Module with a device plugin gets its DaemonSet from the writer") {
-  WriterHarness h;
+namespace {
+
+// Module ns/a gains a spec.devicePlugin on the API server.
+void AddDevicePlugin(WriterHarness& h) {
   auto m = h.api.Get(h.kModules + "/a");
   REQUIRE(m.ok());
   auto plugin = kmodd::ParseJson(R"({"container":{"image":"r/plugin:1"}})");
   REQUIRE(plugin.ok());
   Value spec = kmodd::With(*kmodd::Lookup(*m, {"spec"}), "devicePlugin", *plugin);
   REQUIRE(h.api.Update(h.kModules + "/a", kmodd::With(*m, "spec", spec)).ok());
+}
+
+}  // namespace
+
+TEST_CASE("Kubernetes mode: a Module with a device plugin gets its DaemonSet from the writer") {
+  WriterHarness h;
+  AddDevicePlugin(h);
   REQUIRE(Eventually([&] {
     auto hm = h.hub.ModuleObject("ns/a");
     return hm && hm->spec.device_plugin.has_value();
@@ -741,12 +750,7 @@ TEST_CASE("Kubernetes mode: a device plugin Module's target label reaches its no
   Connect(h.hub, w1, "w1", {"a"});
   h.writer->SyncOnce();
   CHECK(NodeLabelsOf(h.api, "w1").count("kmm.node.kubernetes.io/ns.a.device-plugin-target") == 0);
-  auto m = h.api.Get(h.kModules + "/a");
-  REQUIRE(m.ok());
-  auto plugin = kmodd::ParseJson(R"({"container":{"image":"r/plugin:1"}})");
-  REQUIRE(plugin.ok());
-  Value spec = kmodd::With(*kmodd::Lookup(*m, {"spec"}), "devicePlugin", *plugin);
-  REQUIRE(h.api.Update(h.kModules + "/a", kmodd::With(*m, "spec", spec)).ok());
+  AddDevicePlugin(h);
   REQUIRE(Eventually([&] { return h.hub.DevicePluginModules().size() == 1; }));
   h.writer->SyncOnce();
   CHECK(NodeLabelsOf(h.api, "w1").count("kmm.node.kubernetes.io/ns.a.device-plugin-target") == 1);
