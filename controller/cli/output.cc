@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "api/module_value.h"
+#include "common/value_build.h"
 #include "absl/strings/str_cat.h"
 #include "common/table.h"
 
@@ -9,21 +11,13 @@ namespace kmodd::cli {
 
 namespace {
 
-Value StringList(const std::vector<std::string>& v) {
-  Value l = Value::EmptyList();
-  for (const auto& s : v) {
-    l.Append(s);
-  }
-  return l;
-}
-
 Value ModprobeArgsValue(const api::ModprobeArgs& a) {
   Value v = Value::EmptyMap();
   if (!a.load.empty()) {
-    v.Set("load", StringList(a.load));
+    v.Set("load", StringListValue(a.load));
   }
   if (!a.unload.empty()) {
-    v.Set("unload", StringList(a.unload));
+    v.Set("unload", StringListValue(a.unload));
   }
   return v;
 }
@@ -34,7 +28,7 @@ Value ModprobeValue(const api::ModprobeSpec& m) {
     v.Set("moduleName", m.module_name);
   }
   if (!m.parameters.empty()) {
-    v.Set("parameters", StringList(m.parameters));
+    v.Set("parameters", StringListValue(m.parameters));
   }
   v.Set("dirName", m.dir_name);
   if (m.args) {
@@ -47,27 +41,7 @@ Value ModprobeValue(const api::ModprobeSpec& m) {
     v.Set("firmwarePath", m.firmware_path);
   }
   if (m.modules_loading_order) {
-    v.Set("modulesLoadingOrder", StringList(*m.modules_loading_order));
-  }
-  return v;
-}
-
-Value TolerationValue(const api::Toleration& t) {
-  Value v = Value::EmptyMap();
-  if (!t.key.empty()) {
-    v.Set("key", t.key);
-  }
-  if (!t.op.empty()) {
-    v.Set("operator", t.op);
-  }
-  if (!t.value.empty()) {
-    v.Set("value", t.value);
-  }
-  if (!t.effect.empty()) {
-    v.Set("effect", t.effect);
-  }
-  if (t.toleration_seconds) {
-    v.Set("tolerationSeconds", *t.toleration_seconds);
+    v.Set("modulesLoadingOrder", StringListValue(*m.modules_loading_order));
   }
   return v;
 }
@@ -85,7 +59,7 @@ Value ModuleEntryValue(const placement::DesiredModule& dm) {
   if (!m.spec.tolerations.empty()) {
     Value& tl = v.Set("tolerations", Value::EmptyList());
     for (const auto& t : m.spec.tolerations) {
-      tl.Append(TolerationValue(t));
+      tl.Append(api::TolerationValue(t));
     }
   }
   if (!c.version.empty()) {
@@ -97,7 +71,7 @@ Value ModuleEntryValue(const placement::DesiredModule& dm) {
   config.Set("imagePullPolicy", c.image_pull_policy);
   config.Set("insecurePull", c.InsecurePull());
   if (!c.in_tree_modules_to_remove.empty()) {
-    config.Set("inTreeModulesToRemove", StringList(c.in_tree_modules_to_remove));
+    config.Set("inTreeModulesToRemove", StringListValue(c.in_tree_modules_to_remove));
   }
   config.Set("modprobe", ModprobeValue(c.modprobe));
   v.Set("config", std::move(config));

@@ -43,6 +43,11 @@ bool EventQueue::Post(std::function<void()> job) {
       return true;
     }
   }
+  RunJob(job);
+  return true;
+}
+
+void EventQueue::RunJob(const std::function<void()>& job) {
   try {
     job();
   } catch (const std::exception& e) {
@@ -50,7 +55,6 @@ bool EventQueue::Post(std::function<void()> job) {
   } catch (...) {
     log_.Error("an event job failed", {{"error", "an exception that is not a std::exception"}});
   }
-  return true;
 }
 
 size_t EventQueue::dropped() const {
@@ -69,13 +73,7 @@ void EventQueue::Run() {
     std::function<void()> job = std::move(jobs_.front());
     jobs_.pop_front();
     lock.unlock();
-    try {
-      job();
-    } catch (const std::exception& e) {
-      log_.Error("an event job failed", {{"error", e.what()}});
-    } catch (...) {
-      log_.Error("an event job failed", {{"error", "an exception that is not a std::exception"}});
-    }
+    RunJob(job);
     job = nullptr;
     lock.lock();
   }

@@ -35,6 +35,8 @@ class EventQueue {
 
  private:
   void Run();
+  // Runs `job`; what it throws is logged, never let out.
+  void RunJob(const std::function<void()>& job);
 
   Logger& log_;
   const size_t max_;

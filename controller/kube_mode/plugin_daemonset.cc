@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "api/module_value.h"
+#include "common/value_build.h"
 #include "absl/strings/str_cat.h"
 #include "api/names.h"
 #include "common/json.h"
@@ -18,22 +20,6 @@ namespace kmodd::server {
 namespace {
 
 constexpr char kDevicePluginsVolume[] = "kubelet-device-plugins";
-
-Value StringList(const std::vector<std::string>& items) {
-  Value out = Value::EmptyList();
-  for (const std::string& s : items) {
-    out.Append(s);
-  }
-  return out;
-}
-
-Value StringMap(const std::map<std::string, std::string>& m) {
-  Value out = Value::EmptyMap();
-  for (const auto& [k, v] : m) {
-    out.Set(k, v);
-  }
-  return out;
-}
 
 // A kept-as-is sub-object as a Value; nullopt when absent.
 absl::StatusOr<std::optional<Value>> FromOpaque(const api::Opaque& o, const std::string& field) {
@@ -97,10 +83,10 @@ absl::StatusOr<Value> ContainerValue(const api::CommonContainerSpec& c, const st
   v.Set("name", name);
   v.Set("image", c.image);
   if (!c.command.empty()) {
-    v.Set("command", StringList(c.command));
+    v.Set("command", StringListValue(c.command));
   }
   if (!c.args.empty()) {
-    v.Set("args", StringList(c.args));
+    v.Set("args", StringListValue(c.args));
   }
   if (!c.env.empty()) {
     Value env = Value::EmptyList();
@@ -175,26 +161,6 @@ absl::StatusOr<Value> VolumeValue(const api::Volume& vol, const std::string& fie
     for (const auto& [k, source] : (*others)->AsMap()) {
       v.Set(k, source);
     }
-  }
-  return v;
-}
-
-Value TolerationValue(const api::Toleration& t) {
-  Value v = Value::EmptyMap();
-  if (!t.key.empty()) {
-    v.Set("key", t.key);
-  }
-  if (!t.op.empty()) {
-    v.Set("operator", t.op);
-  }
-  if (!t.value.empty()) {
-    v.Set("value", t.value);
-  }
-  if (!t.effect.empty()) {
-    v.Set("effect", t.effect);
-  }
-  if (t.toleration_seconds.has_value()) {
-    v.Set("tolerationSeconds", *t.toleration_seconds);
   }
   return v;
 }
@@ -330,7 +296,7 @@ absl::StatusOr<Value> DevicePluginDaemonSet(const api::Module& m) {
   if (m.spec.image_repo_secret.has_value() && !m.spec.image_repo_secret->name.empty()) {
     pod.Set("imagePullSecrets", Value::List{Value::Map{{"name", m.spec.image_repo_secret->name}}});
   }
-  pod.Set("nodeSelector", StringMap(sel.node_selector));
+  pod.Set("nodeSelector", StringMapValue(sel.node_selector));
   if (!dp.service_account_name.empty()) {
     pod.Set("serviceAccountName", dp.service_account_name);
   }
@@ -340,7 +306,7 @@ absl::StatusOr<Value> DevicePluginDaemonSet(const api::Module& m) {
   if (!m.spec.tolerations.empty()) {
     Value tolerations = Value::EmptyList();
     for (const api::Toleration& t : m.spec.tolerations) {
-      tolerations.Append(TolerationValue(t));
+      tolerations.Append(api::TolerationValue(t));
     }
     pod.Set("tolerations", std::move(tolerations));
   }
@@ -351,7 +317,7 @@ absl::StatusOr<Value> DevicePluginDaemonSet(const api::Module& m) {
   Value metadata = Value::EmptyMap();
   metadata.Set("namespace", m.metadata.namespace_);
   metadata.Set("generateName", absl::StrCat(m.metadata.name, "-device-plugin-"));
-  metadata.Set("labels", StringMap(sel.labels));
+  metadata.Set("labels", StringMapValue(sel.labels));
   metadata.Set("ownerReferences",
                Value::List{Value::Map{{"apiVersion", "kmm.sigs.x-k8s.io/v1beta1"},
                                       {"kind", "Module"},
@@ -360,9 +326,9 @@ absl::StatusOr<Value> DevicePluginDaemonSet(const api::Module& m) {
                                       {"controller", true},
                                       {"blockOwnerDeletion", true}}});
   Value spec = Value::EmptyMap();
-  spec.Set("selector", Value::Map{{"matchLabels", StringMap(sel.labels)}});
+  spec.Set("selector", Value::Map{{"matchLabels", StringMapValue(sel.labels)}});
   spec.Set("template",
-           Value::Map{{"metadata", Value::Map{{"labels", StringMap(sel.labels)}}},
+           Value::Map{{"metadata", Value::Map{{"labels", StringMapValue(sel.labels)}}},
                       {"spec", std::move(pod)}});
   return Value(Value::Map{{"apiVersion", "apps/v1"},
                           {"kind", "DaemonSet"},

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/value_build.h"
 #include "common/file.h"
 #include "common/flags.h"
 #include "common/value.h"
@@ -73,14 +74,6 @@ absl::StatusOr<api::NodeModulesConfig> ReadDesired(const std::string& path) {
         path, ": expected exactly one NodeModulesConfig, found ", d.node_modules_configs.size()));
   }
   return std::move(d.node_modules_configs.front().object);
-}
-
-Value StringList(const std::vector<std::string>& v) {
-  Value l = Value::EmptyList();
-  for (const auto& s : v) {
-    l.Append(s);
-  }
-  return l;
 }
 
 }  // namespace
@@ -179,10 +172,10 @@ absl::StatusOr<ApplyReport> ApplyDesired(const ApplyOptions& o,
     std::string message = !d.problem.ok() ? std::string(d.problem.message())
                           : je != journal->modules.end() ? je->second.message : "";
     v.Set("message", message);
-    v.Set("modules", StringList(je != journal->modules.end() ? je->second.loaded
+    v.Set("modules", StringListValue(je != journal->modules.end() ? je->second.loaded
                                                               : std::vector<std::string>{}));
-    v.Set("inTreeRemoved", StringList(reconcile::InTreeRemovedFor(*journal, d.key)));
-    v.Set("firmware", StringList(je != journal->modules.end() ? je->second.firmware
+    v.Set("inTreeRemoved", StringListValue(reconcile::InTreeRemovedFor(*journal, d.key)));
+    v.Set("firmware", StringListValue(je != journal->modules.end() ? je->second.firmware
                                                                : std::vector<std::string>{}));
     if (je != journal->modules.end() && !je->second.firmware.empty() && observed.ok()) {
       // Reported, never refused: see firmware/shadow.h.
@@ -195,7 +188,7 @@ absl::StatusOr<ApplyReport> ApplyDesired(const ApplyOptions& o,
         std::cerr << "warning: " << d.key << ": " << warnings.back() << "\n";
       }
       if (!warnings.empty()) {
-        v.Set("warnings", StringList(warnings));
+        v.Set("warnings", StringListValue(warnings));
       }
     }
     items.Append(std::move(v));
@@ -211,7 +204,7 @@ absl::StatusOr<ApplyReport> ApplyDesired(const ApplyOptions& o,
       v.Set("name", key);
       v.Set("phase", api::PhaseName(e.phase));
       v.Set("message", e.message);
-      v.Set("modules", StringList(e.loaded));
+      v.Set("modules", StringListValue(e.loaded));
       items.Append(std::move(v));
     }
   }

@@ -27,6 +27,7 @@
 #include "tests/controller/server/fake_authenticator.h"
 #include "tests/fakes/fake_clock.h"
 #include "tests/eventually.h"
+#include "tests/log_file.h"
 #include "tests/temp_dir.h"
 
 using kmodd::testing::Eventually;
@@ -54,9 +55,7 @@ std::string ModuleYaml(const std::string& image) {
 // A controller: directory source, hub and server, logging into a file the test reads.
 struct Controller {
   explicit Controller(ServerOptions opts)
-      : log_file(std::tmpfile()),
-        log(log_file),
-        hub({"r1", std::chrono::minutes(10)}, clock, log),
+      : hub({"r1", std::chrono::minutes(10)}, clock, log),
         source(dir.path, clock, log, std::chrono::milliseconds(20)),
         server(hub, std::move(opts), log) {
     WriteModule("r/a:1");
@@ -66,27 +65,16 @@ struct Controller {
   ~Controller() {
     source.Stop();
     server.Shutdown();
-    std::fclose(log_file);
   }
   void WriteModule(const std::string& image) {
     REQUIRE(kmodd::WriteFileAtomic(dir.path + "/a.yaml", ModuleYaml(image)).ok());
   }
-  std::string Logs() {
-    std::fflush(log_file);
-    std::rewind(log_file);
-    std::string out;
-    char buf[4096];
-    size_t n = 0;
-    while ((n = std::fread(buf, 1, sizeof buf, log_file)) > 0) {
-      out.append(buf, n);
-    }
-    return out;
-  }
+  std::string Logs() { return log_file.Text(); }
   std::string Target() const { return absl::StrCat("127.0.0.1:", server.port()); }
 
   TempDir dir{"sync"};
-  std::FILE* log_file;
-  kmodd::Logger log;
+  kmodd::testing::LogFile log_file;
+  kmodd::Logger& log = log_file.log;
   // Real time: real gRPC streams, and Eventually's bound is on this clock.
   kmodd::RealClock clock;
   Hub hub;

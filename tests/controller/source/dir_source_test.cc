@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "tests/fakes/fake_clock.h"
+#include "tests/log_file.h"
 #include "tests/temp_dir.h"
 
 using kmodd::testing::TempDir;
@@ -220,18 +221,6 @@ TEST_CASE("dir source stops while waiting for a quiet spell") {
 
 namespace {
 
-std::string ReadAll(std::FILE* f) {
-  std::fflush(f);
-  std::rewind(f);
-  std::string out;
-  char buf[4096];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
-    out.append(buf, n);
-  }
-  return out;
-}
-
 size_t Count(const std::string& haystack, const std::string& needle) {
   size_t n = 0;
   for (size_t at = haystack.find(needle); at != std::string::npos;
@@ -247,23 +236,22 @@ TEST_CASE("dir source warns once per Module of a device plugin it does not run")
   TempDir dir{"dirsource"};
   const std::string plugin = "  devicePlugin: {container: {image: 'r/plugin:1'}}\n";
   Write(dir.path + "/a.yaml", ModuleYaml("a", "r/a:1") + plugin);
-  std::FILE* log_file = std::tmpfile();
-  REQUIRE(log_file != nullptr);
-  kmodd::Logger log(log_file);
+  kmodd::testing::LogFile log_file;
+  kmodd::Logger& log = log_file.log;
   Collector got;
   kmodd::FakeClock clock;
   DirSource src(dir.path, clock, log, kDebounce);
   REQUIRE(src.Start([&got](const SourceUpdate& u) { got(u); }).ok());
   const std::string warning = R"("msg":"Module field not acted on in standalone mode","module":"demo/a","field":"spec.devicePlugin")";
-  CHECK(Count(ReadAll(log_file), warning) == 1);
-  CHECK(ReadAll(log_file).find("only `kmodd-controller run --kubernetes` makes; the module itself is loaded") !=
+  CHECK(Count(log_file.Text(), warning) == 1);
+  CHECK(log_file.Text().find("only `kmodd-controller run --kubernetes` makes; the module itself is loaded") !=
         std::string::npos);
 
   // Another image, the same plugin: no second warning.
   Write(dir.path + "/a.yaml", ModuleYaml("a", "r/a:2") + plugin);
   CHECK(SettleUntil(clock, got,
                     [](const Images& i, const Errors&) { return i.at("demo/a") == "r/a:2"; }));
-  CHECK(Count(ReadAll(log_file), warning) == 1);
+  CHECK(Count(log_file.Text(), warning) == 1);
 
   // Without the plugin, then with it again: warned again.
   Write(dir.path + "/a.yaml", ModuleYaml("a", "r/a:3"));
@@ -272,7 +260,6 @@ TEST_CASE("dir source warns once per Module of a device plugin it does not run")
   Write(dir.path + "/a.yaml", ModuleYaml("a", "r/a:4") + plugin);
   CHECK(SettleUntil(clock, got,
                     [](const Images& i, const Errors&) { return i.at("demo/a") == "r/a:4"; }));
-  CHECK(Count(ReadAll(log_file), warning) == 2);
+  CHECK(Count(log_file.Text(), warning) == 2);
   src.Stop();
-  std::fclose(log_file);
 }
