@@ -20,9 +20,9 @@
 //   - A user volumeMount at a path kmodd mounts itself replaces kmodd's mount (KMM appends
 //     both and the API server refuses the DaemonSet: "mountPath: must be unique"); kmodd's
 //     volume is then left out, and it is renamed if a user volume took its name.
-//   - No kmm.node.kubernetes.io/node-labeler finalizer on the Pods: kmodd takes the
-//     .device-plugin-ready label off from the Pod watch, and a Pod held by a finalizer no
-//     running controller removes would stay Terminating.
+//   - No kmm.node.kubernetes.io/node-labeler finalizer on the Pods: a Pod held by a
+//     finalizer no running controller removes would stay Terminating. (The
+//     .device-plugin-ready label, to come from a Pod watch, is not written yet.)
 
 #include <map>
 #include <string>
