@@ -16,7 +16,6 @@ namespace kmodd::server {
 namespace {
 
 constexpr char kModuleLoaderRole[] = "module-loader";
-constexpr char kDraRole[] = "dra";
 
 std::string DaemonSetPath(const std::string& ns, const std::string& name) {
   return kube::ResourcePath("apps/v1", "daemonsets", ns, name);

@@ -146,6 +146,7 @@ void KubeSource::Start() {
   nodes_thread_ = std::thread([this] { RunNodes(); });
   modules_thread_ = std::thread([this] { RunModules(); });
   secrets_thread_ = std::thread([this] { RunSecrets(); });
+  pods_thread_ = std::thread([this] { RunPluginPods(); });
 }
 
 void KubeSource::Stop() {
@@ -154,7 +155,7 @@ void KubeSource::Stop() {
     std::lock_guard lock(mu_);  // a waiter between its check and its wait sees the cancel
   }
   nodes_synced_cv_.notify_all();
-  for (std::thread* t : {&nodes_thread_, &modules_thread_, &secrets_thread_}) {
+  for (std::thread* t : {&nodes_thread_, &modules_thread_, &secrets_thread_, &pods_thread_}) {
     if (t->joinable()) {
       t->join();
     }
@@ -179,6 +180,23 @@ void KubeSource::RunNodes() {
       {[this](const std::vector<Value>& objects) { OnNodeSync(objects); },
        [this](kube::EventType t, const Value& object) { OnNodeEvent(t, object); },
        [this](const absl::Status& e) { LogWatchError("Nodes", e); }},
+      clock_);
+  lw.Run(stop_);
+}
+
+void KubeSource::RunPluginPods() {
+  kube::ListWatchOptions o;
+  o.path = kube::ResourcePath("v1", "pods");
+  o.label_selector = kPluginPodSelector;
+  kube::ListWatch lw(
+      client_, o,
+      {[this](const std::vector<Value>& objects) { hub_.SetAllPluginPods(pods_.Sync(objects)); },
+       [this](kube::EventType t, const Value& object) {
+         for (auto& [node, summary] : pods_.Apply(t, object)) {
+           hub_.SetPluginPods(node, std::move(summary));
+         }
+       },
+       [this](const absl::Status& e) { LogWatchError("plugin Pods", e); }},
       clock_);
   lw.Run(stop_);
 }

@@ -6,6 +6,9 @@
 // Module is seen and again every few minutes, and handed to the Hub, which sends each only
 // to the nodes whose plan runs a Module that names it.
 //
+// The device plugin and DRA driver Pods (plugin_pods.h) are watched too, and each node's
+// summary handed to the Hub.
+//
 // Nodes are synced before the first Module update reaches the Hub, so the Hub's first
 // plan (and so the first push) is made from every Node and every Module. A Module being
 // deleted (deletionTimestamp set) leaves the plan at once: its nodes are told to unload it;
@@ -42,6 +45,7 @@
 #include "api/node.h"
 #include "controller/kube/client.h"
 #include "controller/server/hub.h"
+#include "controller/kube_mode/plugin_pods.h"
 #include "controller/kube_mode/pull_secret.h"
 
 namespace kmodd::source {
@@ -118,6 +122,7 @@ class KubeSource {
   void RunNodes();
   void RunModules();
   void RunSecrets();
+  void RunPluginPods();
   void OnNodeSync(const std::vector<Value>& objects);
   void OnNodeEvent(kube::EventType type, const Value& object);
   void OnModuleSync(const std::vector<Value>& objects);
@@ -143,6 +148,8 @@ class KubeSource {
   std::thread nodes_thread_;
   std::thread modules_thread_;
   std::thread secrets_thread_;
+  std::thread pods_thread_;
+  PluginPodIndex pods_;  // the pods thread's own
   std::atomic<bool> nodes_synced_{false};
   std::atomic<bool> modules_synced_{false};
 

@@ -35,7 +35,7 @@ struct KubeWriter::Snapshot final : WriterView {
   std::set<std::string> nodes;  // the nodes the hub had records of
   std::map<std::string, ModuleState> modules;
   std::set<std::string> reported;  // Modules some connected agent reports
-  std::vector<api::Module> plugin_modules;  // in force, with a device plugin
+  std::vector<api::Module> plugin_modules;  // in force, with a device plugin or DRA driver
   source::KubeSource* source = nullptr;
   Hub* hub = nullptr;
 
@@ -56,7 +56,13 @@ struct KubeWriter::Snapshot final : WriterView {
   std::optional<api::Module> ModuleObject(const std::string& key) const override {
     return hub->ModuleObject(key);
   }
-  const std::vector<api::Module>& DevicePluginModules() const override { return plugin_modules; }
+  const std::vector<api::Module>& PluginModules() const override { return plugin_modules; }
+  std::optional<NodePluginPods> PluginPods(const std::string& node) const override {
+    return hub->PluginPods(node);
+  }
+  std::set<std::string> Draining(const std::string& node) const override {
+    return hub->Draining(node);
+  }
   bool ReportedByConnected(const std::string& key) const override {
     return reported.count(key) != 0;
   }
@@ -203,11 +209,13 @@ void KubeWriter::TakeIn(const HubChanges& c, bool everything) {
   for (const ModuleState& m : st.modules) {
     snap->modules.emplace(absl::StrCat(m.namespace_, "/", m.name), m);
   }
-  snap->plugin_modules = hub_.DevicePluginModules();
-  // What decides the nodes' .device-plugin-target labels: when it changes, every node.
+  snap->plugin_modules = hub_.PluginModules();
+  // What decides the nodes' target and version-schedule-pod labels: when it changes, every
+  // node.
   std::string targeting;
   for (const api::Module& m : snap->plugin_modules) {
-    absl::StrAppend(&targeting, m.Key(), "\n");
+    absl::StrAppend(&targeting, m.Key(), " ", m.spec.device_plugin.has_value(), " ",
+                    m.spec.module_loader ? m.spec.module_loader->container.version : "", "\n");
     for (const auto& [k, v] : m.spec.selector) {
       absl::StrAppend(&targeting, k, "=", v, ",");
     }

@@ -1,5 +1,7 @@
 #include "controller/kube_mode/node_labeler.h"
 
+#include <algorithm>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -18,18 +20,62 @@ std::string VersionReadyLabel(const std::string& ns, const std::string& name) {
   return absl::StrCat(kLabelPrefix, ns, ".", name, ".version.ready");
 }
 
-bool IsOwnedLabel(const std::string& key) {
-  // <ns>.<name>.ready, <ns>.<name>.version.ready and <ns>.<name>.device-plugin-target; not
-  // version-module.* (the user's), not .device-plugin-ready (from the plugin's Pods).
-  return key == kKernelVersionLabel || !ModuleOfLabel(key).empty() ||
-         (absl::StartsWith(key, kLabelPrefix) && absl::EndsWith(key, kTargetSuffix));
+std::string DraReadyLabel(const std::string& ns, const std::string& name) {
+  return absl::StrCat(kLabelPrefix, ns, ".", name, ".dra-ready");
 }
 
-Labels TargetLabels(const source::NodeMeta& node, const std::vector<api::Module>& plugins) {
+bool IsOwnedLabel(const std::string& key) {
+  // <ns>.<name>.ready, .version.ready, .device-plugin-target, .device-plugin-ready and
+  // .dra-ready, and version-schedule-pod.<ns>.<name>; not version-module.* (the user's).
+  if (key == kKernelVersionLabel || !ModuleOfLabel(key).empty() ||
+      absl::StartsWith(key, kSchedulePodPrefix)) {
+    return true;
+  }
+  return absl::StartsWith(key, kLabelPrefix) &&
+         (absl::EndsWith(key, kTargetSuffix) || absl::EndsWith(key, ".device-plugin-ready") ||
+          absl::EndsWith(key, ".dra-ready"));
+}
+
+Labels TargetLabels(const source::NodeMeta& node, const std::vector<api::Module>& plugins,
+                    const std::set<std::string>& draining) {
   Labels out;
   for (const api::Module& m : plugins) {
-    if (DevicePluginTargets(m, node.labels, node.unschedulable, node.taints)) {
+    if (draining.count(m.Key()) == 0 &&
+        DevicePluginTargets(m, node.labels, node.unschedulable, node.taints)) {
       out[DevicePluginTargetLabel(m.metadata.namespace_, m.metadata.name)] = "";
+    }
+  }
+  return out;
+}
+
+Labels SchedulePodLabels(const NodeRecord& node, const std::vector<api::Module>& plugins,
+                         const std::set<std::string>& draining) {
+  Labels out;
+  for (const api::Module& m : plugins) {
+    if (!m.spec.module_loader || m.spec.module_loader->container.version.empty() ||
+        draining.count(m.Key()) != 0) {
+      continue;
+    }
+    auto rm = std::find_if(node.modules.begin(), node.modules.end(),
+                           [&](const ReportedModule& r) { return r.key == m.Key(); });
+    if (rm != node.modules.end() && rm->phase == api::Phase::kLoaded && !rm->version.empty()) {
+      out[SchedulePodVersionLabel(m.metadata.namespace_, m.metadata.name)] = rm->version;
+    }
+  }
+  return out;
+}
+
+Labels PodReadyLabels(const NodePluginPods& pods) {
+  Labels out;
+  for (const auto& [key, p] : pods) {
+    const size_t slash = key.find('/');
+    const std::string ns = key.substr(0, slash);
+    const std::string name = key.substr(slash + 1);
+    if (p.device_plugin_ready) {
+      out[DevicePluginReadyLabel(ns, name)] = "";
+    }
+    if (p.dra_ready) {
+      out[DraReadyLabel(ns, name)] = "";
     }
   }
   return out;
@@ -94,18 +140,29 @@ ReconcileResult NodeLabeler::Reconcile(const WriterView& view, const std::string
     return ReconcileResult::Ok();  // no agent ever, or not a Node the API lists
   }
   Labels desired;
+  const std::set<std::string> draining = view.Draining(node);
   if (rec->connected ? !rec->reported : rec->modules.empty()) {
     // Not heard from yet: its module labels stay as they are (see the header).
     for (const auto& [k, v] : api->labels) {
-      if (!ModuleOfLabel(k).empty()) {
+      if (!ModuleOfLabel(k).empty() || absl::StartsWith(k, kSchedulePodPrefix)) {
         desired[k] = v;
       }
     }
   } else {
     desired = DesiredLabels(*rec);
+    desired.merge(SchedulePodLabels(*rec, view.PluginModules(), draining));
   }
-  for (auto& [k, v] : TargetLabels(*api, view.DevicePluginModules())) {
-    desired[k] = v;
+  desired.merge(TargetLabels(*api, view.PluginModules(), draining));
+  if (std::optional<NodePluginPods> pods = view.PluginPods(node)) {
+    desired.merge(PodReadyLabels(*pods));
+  } else {
+    // The Pods not listed yet: their labels stay as they are.
+    for (const auto& [k, v] : api->labels) {
+      if (absl::StartsWith(k, kLabelPrefix) &&
+          (absl::EndsWith(k, ".device-plugin-ready") || absl::EndsWith(k, ".dra-ready"))) {
+        desired[k] = v;
+      }
+    }
   }
   const Clock::Monotonic now = clock_.MonotonicNow();
   {

@@ -5,7 +5,15 @@
 //   kmm.node.kubernetes.io/<ns>.<name>.version.ready  = the version, idem, when versioned
 //   kmm.node.kubernetes.io/<ns>.<name>.device-plugin-target  for a Module with a device
 //       plugin that selects the node while it is schedulable for it (not cordoned, its
-//       NoSchedule/NoExecute taints tolerated; KMM's rule, so that a drain evicts the plugin)
+//       NoSchedule/NoExecute taints tolerated; KMM's rule, so that a drain evicts the plugin),
+//       and while its driver is not about to change there (Hub::Draining: the plugin leaves
+//       first, then the driver is swapped, then the label comes back)
+//   beta.kmm.node.kubernetes.io/version-schedule-pod.<ns>.<name> = the version the agent
+//       reports Loaded, for a versioned Module with a plugin, unless draining (which
+//       version's plugin DaemonSet runs there, as KMM's ordered upgrade)
+//   kmm.node.kubernetes.io/<ns>.<name>.device-plugin-ready / .dra-ready  while a Pod of
+//       that role of the Module is Ready on the node (the Pod watch; until its first list,
+//       these labels stay as they are)
 // diffed against the Node's labels as watched and merge-patched (null removes); then the
 // Node Events ModuleLoaded / ModuleUnloaded for the .ready labels that patch added or
 // removed, as KMM writes them, and a Warning for a label the API server refused.
@@ -25,6 +33,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -47,9 +56,19 @@ std::string ReadyLabel(const std::string& ns, const std::string& name);
 std::string VersionReadyLabel(const std::string& ns, const std::string& name);
 // Whether kmodd sets (and so may remove) this label.
 bool IsOwnedLabel(const std::string& key);
+std::string DraReadyLabel(const std::string& ns, const std::string& name);
 inline constexpr char kTargetSuffix[] = ".device-plugin-target";
-// The .device-plugin-target labels `node` should carry (plugin_daemonset.h).
-Labels TargetLabels(const source::NodeMeta& node, const std::vector<api::Module>& plugins);
+inline constexpr char kSchedulePodPrefix[] = "beta.kmm.node.kubernetes.io/version-schedule-pod.";
+// The .device-plugin-target labels `node` should carry (plugin_daemonset.h): not for the
+// Modules `draining` on it, so that their plugin leaves before the driver changes.
+Labels TargetLabels(const source::NodeMeta& node, const std::vector<api::Module>& plugins,
+                    const std::set<std::string>& draining);
+// version-schedule-pod.<ns>.<name>=<version> for the versioned plugin Modules the node
+// reports Loaded and is not draining: which version's plugin DaemonSet may run there.
+Labels SchedulePodLabels(const NodeRecord& node, const std::vector<api::Module>& plugins,
+                         const std::set<std::string>& draining);
+// .device-plugin-ready and .dra-ready for the Modules with a Ready Pod of that role.
+Labels PodReadyLabels(const NodePluginPods& pods);
 
 // The labels kmodd wants on a node, from its agent's last report.
 Labels DesiredLabels(const NodeRecord& node);

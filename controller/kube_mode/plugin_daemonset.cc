@@ -208,17 +208,8 @@ std::string SchedulePodVersionLabel(const std::string& ns, const std::string& na
 
 bool DevicePluginTargets(const api::Module& m, const std::map<std::string, std::string>& labels,
                          bool unschedulable, const std::vector<api::Taint>& taints) {
-  if (!m.spec.device_plugin.has_value() || unschedulable ||
-      placement::FirstSelectorMismatch(m.spec.selector, labels).has_value()) {
-    return false;
-  }
-  return std::all_of(taints.begin(), taints.end(), [&](const api::Taint& taint) {
-    if (taint.effect != "NoSchedule" && taint.effect != "NoExecute") {
-      return true;
-    }
-    return std::any_of(m.spec.tolerations.begin(), m.spec.tolerations.end(),
-                       [&](const api::Toleration& t) { return placement::Tolerates(t, taint); });
-  });
+  return m.spec.device_plugin.has_value() &&
+         placement::PodSchedulable(m, labels, unschedulable, taints);
 }
 
 PluginSelection DevicePluginSelection(const api::Module& m) {

@@ -21,8 +21,8 @@
 //     both and the API server refuses the DaemonSet: "mountPath: must be unique"); kmodd's
 //     volume is then left out, and it is renamed if a user volume took its name.
 //   - No kmm.node.kubernetes.io/node-labeler finalizer on the Pods: a Pod held by a
-//     finalizer no running controller removes would stay Terminating. (The
-//     .device-plugin-ready label, to come from a Pod watch, is not written yet.)
+//     finalizer no running controller removes would stay Terminating. The
+//     .device-plugin-ready label comes from a watch of the Pods instead (plugin_pods.h).
 
 #include <map>
 #include <string>
@@ -38,6 +38,7 @@ namespace kmodd::server {
 inline constexpr char kModuleNameLabel[] = "kmm.node.kubernetes.io/module.name";
 inline constexpr char kRoleLabel[] = "kmm.node.kubernetes.io/role";
 inline constexpr char kDevicePluginRole[] = "device-plugin";
+inline constexpr char kDraRole[] = "dra";
 inline constexpr char kKubeletDevicePluginsPath[] = "/var/lib/kubelet/device-plugins";
 
 // kmm.node.kubernetes.io/<ns>.<name>.device-plugin-target: on schedulable selected nodes.

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "absl/status/status.h"
 
 #include "controller/kube_mode/kube_source.h"
+#include "controller/server/plugin_pods.h"
 #include "controller/server/status.h"
 
 namespace kmodd::server {
@@ -33,8 +35,13 @@ class WriterView {
   // The Module in force (its last accepted version, decoded); nullopt when none is (never
   // accepted, or deleted).
   virtual std::optional<api::Module> ModuleObject(const std::string& key) const = 0;
-  // The Modules in force with a spec.devicePlugin (their .device-plugin-target labels).
-  virtual const std::vector<api::Module>& DevicePluginModules() const = 0;
+  // The Modules in force with a spec.devicePlugin or spec.dra (their target and
+  // version-schedule-pod labels).
+  virtual const std::vector<api::Module>& PluginModules() const = 0;
+  // The plugin Pods on a node (Hub::PluginPods); nullopt until they were first listed.
+  virtual std::optional<NodePluginPods> PluginPods(const std::string& node) const = 0;
+  // The Modules whose plugin must leave the node before its driver changes (Hub::Draining).
+  virtual std::set<std::string> Draining(const std::string& node) const = 0;
   // Some connected agent reports the Module (any phase).
   virtual bool ReportedByConnected(const std::string& key) const = 0;
 };

@@ -1,5 +1,7 @@
 #include "controller/placement/selection.h"
 
+#include <algorithm>
+
 namespace kmodd::placement {
 
 std::optional<std::string> FirstSelectorMismatch(const std::map<std::string, std::string>& selector,
@@ -47,6 +49,20 @@ const api::Taint* FirstUntoleratedNoExecute(const std::vector<api::Taint>& taint
     }
   }
   return nullptr;
+}
+
+bool PodSchedulable(const api::Module& m, const std::map<std::string, std::string>& labels,
+                    bool unschedulable, const std::vector<api::Taint>& taints) {
+  if (unschedulable || FirstSelectorMismatch(m.spec.selector, labels).has_value()) {
+    return false;
+  }
+  return std::all_of(taints.begin(), taints.end(), [&](const api::Taint& taint) {
+    if (taint.effect != "NoSchedule" && taint.effect != "NoExecute") {
+      return true;
+    }
+    return std::any_of(m.spec.tolerations.begin(), m.spec.tolerations.end(),
+                       [&](const api::Toleration& t) { return Tolerates(t, taint); });
+  });
 }
 
 }  // namespace kmodd::placement

@@ -26,4 +26,10 @@ bool Tolerates(const api::Toleration& t, const api::Taint& taint);
 const api::Taint* FirstUntoleratedNoExecute(const std::vector<api::Taint>& taints,
                                             const std::vector<api::Toleration>& tolerations);
 
+// Whether a Pod of the Module's (its device plugin's, its DRA driver's) may be scheduled on
+// a node, KMM's rule for them (unlike the module's own): the selector matches, the node is
+// not cordoned, and every NoSchedule and NoExecute taint is tolerated.
+bool PodSchedulable(const api::Module& m, const std::map<std::string, std::string>& labels,
+                    bool unschedulable, const std::vector<api::Taint>& taints);
+
 }  // namespace kmodd::placement

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "controller/server/report_filter.h"
 #include "controller/server/wire.h"
 
@@ -50,6 +51,15 @@ void Hub::PushLocked(const std::string& name, Entry& e) {
     } else {
       d->set_version(absl::StrCat(options_.run_id, "-", ++seq_));
     }
+    const std::set<std::string> held_before = e.holding;
+    if (e.desired) {
+      HoldForPluginPodsLocked(name, e, *e.desired, *d);
+    } else {
+      e.holding.clear();
+    }
+    if (!e.holding.empty() || e.holding != held_before) {
+      JournalLocked(name);  // its target labels follow (Draining)
+    }
     if (p) {
       for (const auto& dm : p->modules) {
         const auto& secret = dm.module->spec.image_repo_secret;
@@ -71,6 +81,158 @@ void Hub::PushLocked(const std::string& name, Entry& e) {
   e.record.pushed_version = e.desired->version();
   e.sent = true;
   e.stream->Push(e.desired);
+}
+
+namespace {
+
+std::string SpecKey(const v1::ModuleSpec& m) { return absl::StrCat(m.namespace_(), "/", m.name()); }
+
+}  // namespace
+
+void Hub::HoldForPluginPodsLocked(const std::string& name, Entry& e,
+                                  const v1::NodeDesired& before, v1::NodeDesired& next) {
+  std::set<std::string> holding;
+  auto pods = plugin_pods_.find(name);
+  if (pods != plugin_pods_.end()) {
+    for (const v1::ModuleSpec& old : before.modules()) {
+      const std::string key = SpecKey(old);
+      if (pods->second.count(key) == 0) {
+        continue;
+      }
+      auto* modules = next.mutable_modules();
+      auto same = std::find_if(modules->begin(), modules->end(),
+                               [&](const v1::ModuleSpec& m) { return SpecKey(m) == key; });
+      if (same != modules->end() &&
+          google::protobuf::util::MessageDifferencer::Equals(old, *same)) {
+        continue;
+      }
+      if (same != modules->end()) {
+        *same = old;
+      } else {
+        *next.add_modules() = old;
+      }
+      holding.insert(key);
+      const std::string& secret = old.image_repo_secret();
+      const std::string secret_key = absl::StrCat(old.namespace_(), "/", secret);
+      if (auto it = pull_secrets_.find(secret_key); !secret.empty() && it != pull_secrets_.end()) {
+        (*next.mutable_pull_secrets())[secret_key] = it->second;
+      }
+    }
+    std::sort(next.mutable_modules()->begin(), next.mutable_modules()->end(),
+              [](const v1::ModuleSpec& a, const v1::ModuleSpec& b) { return SpecKey(a) < SpecKey(b); });
+  }
+  for (const std::string& key : holding) {
+    if (e.holding.count(key) == 0) {
+      log_.Info("module kept on the node while its plugin Pod is there",
+                {{"node", name}, {"module", key}});
+    }
+  }
+  for (const std::string& key : e.holding) {
+    if (holding.count(key) == 0) {
+      log_.Info("plugin Pod gone: the node is sent the module's plan", {{"node", name}, {"module", key}});
+    }
+  }
+  e.holding = std::move(holding);
+}
+
+void Hub::PluginPodsChangedLocked(const std::string& node, const NodePluginPods& before,
+                                  const NodePluginPods& after) {
+  if (before == after) {
+    return;
+  }
+  // A new Pod holds nothing by itself (what the node runs is what it was sent); a Pod gone
+  // may release a hold.
+  auto it = nodes_.find(node);
+  if (it != nodes_.end() &&
+      std::any_of(it->second.holding.begin(), it->second.holding.end(),
+                  [&](const std::string& key) { return after.count(key) == 0; })) {
+    (void)PushChangedLocked({node});
+  }
+  JournalLocked(node);
+}
+
+void Hub::SetAllPluginPods(std::map<std::string, NodePluginPods> by_node) {
+  std::lock_guard lock(mu_);
+  static const NodePluginPods kNone;
+  std::set<std::string> nodes;
+  for (const auto& [n, pods] : plugin_pods_) {
+    nodes.insert(n);
+  }
+  for (const auto& [n, pods] : by_node) {
+    nodes.insert(n);
+  }
+  std::map<std::string, NodePluginPods> before = std::exchange(plugin_pods_, std::move(by_node));
+  for (auto it = plugin_pods_.begin(); it != plugin_pods_.end();) {
+    it = it->second.empty() ? plugin_pods_.erase(it) : std::next(it);
+  }
+  for (const std::string& n : nodes) {
+    auto b = before.find(n);
+    auto a = plugin_pods_.find(n);
+    PluginPodsChangedLocked(n, b == before.end() ? kNone : b->second,
+                            a == plugin_pods_.end() ? kNone : a->second);
+  }
+  plugin_pods_synced_ = true;
+  ChangedLocked();
+}
+
+void Hub::SetPluginPods(const std::string& node, NodePluginPods pods) {
+  std::lock_guard lock(mu_);
+  NodePluginPods before;
+  if (auto it = plugin_pods_.find(node); it != plugin_pods_.end()) {
+    before = std::move(it->second);
+    plugin_pods_.erase(it);
+  }
+  if (!pods.empty()) {
+    plugin_pods_[node] = pods;
+  }
+  if (before == pods) {
+    return;
+  }
+  PluginPodsChangedLocked(node, before, pods);
+  ChangedLocked();
+}
+
+std::optional<NodePluginPods> Hub::PluginPods(const std::string& node) {
+  std::lock_guard lock(mu_);
+  if (!plugin_pods_synced_) {
+    return std::nullopt;
+  }
+  auto it = plugin_pods_.find(node);
+  return it == plugin_pods_.end() ? NodePluginPods{} : it->second;
+}
+
+std::set<std::string> Hub::Draining(const std::string& node) {
+  std::lock_guard lock(mu_);
+  std::set<std::string> out;
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) {
+    return out;
+  }
+  const Entry& e = it->second;
+  out = e.holding;
+  std::optional<placement::NodePlacement> p = placer_.PlacementFor(node);
+  if (!p) {
+    return out;
+  }
+  const std::vector<ReportedModule>& reported = e.record.modules;
+  for (const placement::DesiredModule& dm : p->modules) {
+    const api::Module& m = *dm.module;
+    if (!m.spec.device_plugin.has_value() && !m.spec.dra.has_value()) {
+      continue;
+    }
+    const std::string key = m.Key();
+    auto rm = std::lower_bound(reported.begin(), reported.end(), key,
+                               [](const ReportedModule& r, const std::string& k) { return r.key < k; });
+    if (rm == reported.end() || rm->key != key) {
+      continue;  // not there yet: its .ready label gates the plugin
+    }
+    // An agent that does not say which image it runs (none of ours) is taken at its word.
+    if ((!rm->image.empty() && rm->image != dm.config->container_image) ||
+        rm->version != dm.config->version) {
+      out.insert(key);
+    }
+  }
+  return out;
 }
 
 size_t Hub::PushOwedLocked() {
@@ -572,6 +734,7 @@ ControllerStatus Hub::Status() {
     in.modules.push_back(&m);
   }
   in.plans = placer_.AllPlacements();
+  in.plugin_pods = &plugin_pods_;
   for (const auto& [name, e] : nodes_) {
     in.nodes.push_back(&e.record);
   }
@@ -596,11 +759,11 @@ std::optional<api::Module> Hub::ModuleObject(const std::string& key) {
   return it->second;
 }
 
-std::vector<api::Module> Hub::DevicePluginModules() {
+std::vector<api::Module> Hub::PluginModules() {
   std::lock_guard lock(mu_);
   std::vector<api::Module> out;
   for (const auto& [key, m] : modules_) {
-    if (m.spec.device_plugin.has_value()) {
+    if (m.spec.device_plugin.has_value() || m.spec.dra.has_value()) {
       out.push_back(m);
     }
   }

@@ -13,6 +13,13 @@
 // it holds (SourceUpdate::held): only a node that reports one of them, or has not yet
 // reported what it runs, waits; the others are served.
 //
+// In Kubernetes mode, while a device plugin or DRA driver Pod of a Module is on a node
+// (SetPluginPods), the node keeps the entry of that Module it was last sent when the plan
+// changes it or takes it away: the driver is not unloaded or swapped under its plugin.
+// The node labeler takes the target label off such a node (Draining), so that the
+// plugin's DaemonSet evicts its Pod there; once no Pod of the Module is left, the node is
+// sent its plan. KMM's ordered upgrade does the same with its worker-pod label.
+//
 // A node's report is believed only about what concerns that node (report_filter.h): the
 // rest is ignored, counted in its NodeRecord and logged once per stream (then at most
 // every log_every). Reports over HubOptions::limits are refused and end the stream. The
@@ -41,6 +48,7 @@
 #include "common/log.h"
 #include "api/module.h"
 #include "controller/placement/placer.h"
+#include "controller/server/plugin_pods.h"
 #include "controller/server/status.h"
 #include "controller/server/wire.h"
 #include "controller/source/dir_source.h"
@@ -138,8 +146,19 @@ class Hub {
   std::optional<NodeRecord> Node(const std::string& name);
   // The Module in force, by "<ns>/<name>"; nullopt when there is none.
   std::optional<api::Module> ModuleObject(const std::string& key);
-  // The Modules in force that have a spec.devicePlugin, by key.
-  std::vector<api::Module> DevicePluginModules();
+  // The Modules in force that have a spec.devicePlugin or a spec.dra, by key.
+  std::vector<api::Module> PluginModules();
+
+  // Kubernetes mode: the plugin Pods on every node, after a (re)list of them (nodes not
+  // named have none), and then one node's whenever they change.
+  void SetAllPluginPods(std::map<std::string, NodePluginPods> by_node);
+  void SetPluginPods(const std::string& node, NodePluginPods pods);
+  // The plugin Pods on a node; nullopt until the first SetAllPluginPods.
+  std::optional<NodePluginPods> PluginPods(const std::string& node);
+  // The Modules with a device plugin or DRA driver whose plan on `node` is not what its
+  // agent reports running (another image or version: an upgrade waiting for the plugin to
+  // leave, or under way), or that the node is held at because a plugin Pod is there.
+  std::set<std::string> Draining(const std::string& node);
   size_t ConnectedCount();
 
  private:
@@ -157,6 +176,8 @@ class Hub {
     // Reported before the source was first read, when nothing could be checked: filtered
     // then (Module status and labels wait for it anyway).
     std::optional<std::vector<ReportedModule>> unfiltered;
+    // Modules the last desired state kept at their previous entry for a plugin Pod.
+    std::set<std::string> holding;
     bool logged_this_stream = false;  // ignored entries were logged for this stream
     int64_t logged_unix_ms = 0;       // the last ignored or refused report logged
     uint64_t unlogged = 0;            // entries ignored since
@@ -166,6 +187,13 @@ class Hub {
   // returns how many.
   size_t PushChangedLocked(const std::vector<std::string>& nodes);
   void PushLocked(const std::string& name, Entry& e);
+  // In `next`, the entries of the Modules with a plugin Pod on node `name` as they were in
+  // `before` when they differ or are gone (see the header); records them in e.holding.
+  void HoldForPluginPodsLocked(const std::string& name, Entry& e, const v1::NodeDesired& before,
+                               v1::NodeDesired& next);
+  // A node's plugin Pods changed: pushes when which Modules have one changed.
+  void PluginPodsChangedLocked(const std::string& node, const NodePluginPods& before,
+                               const NodePluginPods& after);
   void SetNodeLocked(Entry& e, api::Node node);
   // A change; `node`'s record or API Node is part of it (none: "").
   void ChangedLocked(const std::string& node = "");
@@ -220,6 +248,8 @@ class Hub {
   std::map<std::string, api::Module> modules_;  // in force, by key (for the status)
   std::vector<api::Diagnostic> errors_;
   std::map<std::string, Entry> nodes_;
+  std::map<std::string, NodePluginPods> plugin_pods_;  // by node; none listed: no entry
+  bool plugin_pods_synced_ = false;
   std::unordered_map<AgentStream*, std::string> streams_;
 };
 

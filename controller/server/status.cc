@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "controller/placement/selection.h"
 
 namespace kmodd::server {
 
@@ -153,6 +154,41 @@ std::optional<Condition> PullSecretCondition(
   return Condition{"PullSecretResolved", "False", it->second.reason, it->second.message};
 }
 
+// KMM's status.devicePlugin and status.dra: the nodes its Pods may be scheduled on (both
+// nodesMatchingSelectorNumber and desiredNumber, as KMM), and the nodes where one is Ready
+// (KMM sums the DaemonSets' numberAvailable: the same count, minReadySeconds being 0).
+void PluginCounters(const api::Module& m, const StatusInput& in, ModuleState& st) {
+  const bool plugin = m.spec.device_plugin.has_value();
+  const bool dra = m.spec.dra.has_value();
+  if (!plugin && !dra) {
+    return;
+  }
+  api::DaemonSetStatus c;
+  for (const auto& p : in.plans) {
+    if (placement::PodSchedulable(m, p.node->metadata.labels, p.node->unschedulable,
+                                  p.node->taints)) {
+      ++c.nodes_matching_selector_number;
+      ++c.desired_number;
+    }
+  }
+  api::DaemonSetStatus d = c;
+  if (in.plugin_pods != nullptr) {
+    for (const auto& [node, pods] : *in.plugin_pods) {
+      auto it = pods.find(m.Key());
+      if (it != pods.end()) {
+        c.available_number += it->second.device_plugin_ready ? 1 : 0;
+        d.available_number += it->second.dra_ready ? 1 : 0;
+      }
+    }
+  }
+  if (plugin) {
+    st.device_plugin = c;
+  }
+  if (dra) {
+    st.dra = d;
+  }
+}
+
 }  // namespace
 
 ControllerStatus Aggregate(const StatusInput& in) {
@@ -226,6 +262,7 @@ ControllerStatus Aggregate(const StatusInput& in) {
   }
   for (const api::Module* m : in.modules) {
     ModuleState& st = out.modules[index.at(m->Key())];
+    PluginCounters(*m, in, st);
     st.conditions = Conditions(st);
     auto r = rejected.find(m->Key());
     st.conditions.push_back(
@@ -301,10 +338,13 @@ Value NodeValue(const NodeRecord& n) {
 }  // namespace
 
 Value ModuleStatusValue(const ModuleState& m) {
-  Value loader = Value::EmptyMap();
-  loader.Set("nodesMatchingSelectorNumber", m.module_loader.nodes_matching_selector_number);
-  loader.Set("desiredNumber", m.module_loader.desired_number);
-  loader.Set("availableNumber", m.module_loader.available_number);
+  auto counters = [](const api::DaemonSetStatus& c) {
+    Value v = Value::EmptyMap();
+    v.Set("nodesMatchingSelectorNumber", c.nodes_matching_selector_number);
+    v.Set("desiredNumber", c.desired_number);
+    v.Set("availableNumber", c.available_number);
+    return v;
+  };
   Value conditions = Value::EmptyList();
   for (const auto& c : m.conditions) {
     conditions.Append(Value::Map{
@@ -324,7 +364,13 @@ Value ModuleStatusValue(const ModuleState& m) {
     nodes.Append(std::move(row));
   }
   Value status = Value::EmptyMap();
-  status.Set("moduleLoader", std::move(loader));
+  status.Set("moduleLoader", counters(m.module_loader));
+  if (m.device_plugin) {
+    status.Set("devicePlugin", counters(*m.device_plugin));
+  }
+  if (m.dra) {
+    status.Set("dra", counters(*m.dra));
+  }
   status.Set("conditions", std::move(conditions));
   status.Set("nodes", std::move(nodes));
   return status;

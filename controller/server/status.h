@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -32,6 +33,7 @@
 #include "api/module.h"
 #include "api/phase.h"
 #include "controller/placement/placer.h"
+#include "controller/server/plugin_pods.h"
 
 namespace kmodd::server {
 
@@ -43,6 +45,7 @@ struct ReportedModule {
   std::string image_digest;
   std::string version;
   int64_t since_unix_ms = 0;
+  std::string image;  // the reference the agent was asked for (its desired entry's)
   bool operator==(const ReportedModule&) const = default;
 };
 
@@ -83,6 +86,8 @@ struct StatusInput {
   std::vector<api::Diagnostic> errors;
   std::set<std::string> held;  // rejected Modules that hold the nodes that run them
   std::map<std::string, PullSecretState> pull_secrets;  // by "<namespace>/<name>"
+  // Kubernetes mode: the plugin Pods by node (status.devicePlugin and status.dra counters).
+  const std::map<std::string, NodePluginPods>* plugin_pods = nullptr;
   bool serving = true;  // desired state is sent (the Modules were once read without errors)
   bool active = true;   // this replica serves agents (the leader, in Kubernetes mode)
   std::string run_id;
@@ -119,6 +124,10 @@ struct ModuleState {
   std::string namespace_;
   std::string name;
   api::DaemonSetStatus module_loader;
+  // Written for a Module with spec.devicePlugin (spec.dra): KMM's counters, from the nodes
+  // where its Pods may be scheduled (placement::PodSchedulable) and its Ready Pods.
+  std::optional<api::DaemonSetStatus> device_plugin;
+  std::optional<api::DaemonSetStatus> dra;
   std::vector<Condition> conditions;
   std::vector<NodeModuleStatus> nodes;  // sorted by node
 };

@@ -21,6 +21,9 @@ struct FakeWriterView final : server::WriterView {
   std::map<std::string, api::Module> objects;
   std::vector<api::Module> plugin_modules;
   std::set<std::string> reported;
+  bool pods_listed = true;  // false: PluginPods answers nullopt
+  std::map<std::string, server::NodePluginPods> pods;
+  std::map<std::string, std::set<std::string>> draining;
 
   std::optional<server::NodeRecord> Record(const std::string& node) const override {
     return Find(records, node);
@@ -37,7 +40,16 @@ struct FakeWriterView final : server::WriterView {
   std::optional<api::Module> ModuleObject(const std::string& key) const override {
     return Find(objects, key);
   }
-  const std::vector<api::Module>& DevicePluginModules() const override { return plugin_modules; }
+  const std::vector<api::Module>& PluginModules() const override { return plugin_modules; }
+  std::optional<server::NodePluginPods> PluginPods(const std::string& node) const override {
+    if (!pods_listed) {
+      return std::nullopt;
+    }
+    return Find(pods, node).value_or(server::NodePluginPods{});
+  }
+  std::set<std::string> Draining(const std::string& node) const override {
+    return Find(draining, node).value_or(std::set<std::string>{});
+  }
   bool ReportedByConnected(const std::string& key) const override {
     return reported.count(key) != 0;
   }

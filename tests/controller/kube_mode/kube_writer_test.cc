@@ -49,7 +49,7 @@ NodeRecord Record(std::vector<ReportedModule> modules) {
 
 }  // namespace
 
-TEST_CASE("kmodd owns the KMM ready, version-ready and kernel labels, and no others") {
+TEST_CASE("kmodd owns the KMM ready, version-ready, plugin and kernel labels, and no others") {
   struct Row {
     const char* key;
     bool owned;
@@ -60,7 +60,12 @@ TEST_CASE("kmodd owns the KMM ready, version-ready and kernel labels, and no oth
            // written by earlier kmodd releases: still removed, never written
            {"kmm.node.kubernetes.io/kernel-version.full", true},
            {"kmm.node.kubernetes.io/version-module.ns.a", false},  // the user's
-           {"kmm.node.kubernetes.io/ns.a.device-plugin-ready", false},
+           {"kmm.node.kubernetes.io/ns.a.device-plugin-ready", true},
+           {"kmm.node.kubernetes.io/ns.a.dra-ready", true},
+           {"kmm.node.kubernetes.io/ns.a.device-plugin-target", true},
+           {"beta.kmm.node.kubernetes.io/version-schedule-pod.ns.a", true},
+           {"beta.kmm.node.kubernetes.io/version-worker-pod.ns.a", false},  // KMM's, unused
+           {"kmm.node.kubernetes.io/ns.a.dra-ready.x", false},
            {"example.com/ns.a.ready", false},
            {"role", false},
        }) {
@@ -751,7 +756,7 @@ TEST_CASE("Kubernetes mode: a device plugin Module's target label reaches its no
   h.writer->SyncOnce();
   CHECK(NodeLabelsOf(h.api, "w1").count("kmm.node.kubernetes.io/ns.a.device-plugin-target") == 0);
   AddDevicePlugin(h);
-  REQUIRE(Eventually([&] { return h.hub.DevicePluginModules().size() == 1; }));
+  REQUIRE(Eventually([&] { return h.hub.PluginModules().size() == 1; }));
   h.writer->SyncOnce();
   CHECK(NodeLabelsOf(h.api, "w1").count("kmm.node.kubernetes.io/ns.a.device-plugin-target") == 1);
 }

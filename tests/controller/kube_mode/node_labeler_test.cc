@@ -293,3 +293,85 @@ TEST_CASE("node labeler: a node not heard from since a failover gets its target 
   CHECK(IsOk(h.labeler.Reconcile(h.view, "w1")));
   CHECK(h.LabelsOf("w1") == Labels{{"role", "worker"}, {kReadyA, ""}, {kTargetA, ""}});
 }
+
+namespace {
+
+// ns/a with a versioned moduleLoader and a device plugin.
+kmodd::api::Module VersionedPluginModule(const std::string& version) {
+  const std::string text =
+      "apiVersion: kmm.sigs.x-k8s.io/v1beta1\nkind: Module\nmetadata: {name: a, namespace: ns}\n"
+      "spec:\n  selector: {role: worker}\n"
+      "  devicePlugin: {container: {image: 'r/p:1'}}\n"
+      "  moduleLoader:\n    container:\n      version: '" + version + "'\n"
+      "      modprobe: {moduleName: m}\n"
+      "      kernelMappings: [{regexp: '^.+$', containerImage: 'r/a:" + version + "'}]\n";
+  kmodd::api::Decoded d = kmodd::api::DecodeDocuments(text, "m.yaml");
+  REQUIRE(d.errors.empty());
+  REQUIRE(d.modules.size() == 1);
+  return d.modules[0].object;
+}
+
+constexpr char kScheduleA[] = "beta.kmm.node.kubernetes.io/version-schedule-pod.ns.a";
+constexpr char kPluginReadyA[] = "kmm.node.kubernetes.io/ns.a.device-plugin-ready";
+constexpr char kDraReadyA[] = "kmm.node.kubernetes.io/ns.a.dra-ready";
+
+}  // namespace
+
+TEST_CASE("node labeler: a draining Module loses its target and schedule labels until its new version is loaded") {
+  Harness h;
+  h.AddNode("w1", {{"role", "worker"}});
+  h.view.plugin_modules = {VersionedPluginModule("v2")};
+  const Labels v1_loaded{{"role", "worker"},
+                         {kReadyA, ""},
+                         {"kmm.node.kubernetes.io/ns.a.version.ready", "v1"},
+                         {kTargetA, ""},
+                         {kScheduleA, "v1"}};
+  h.view.records["w1"] = Reported("w1", true, {{"ns/a", kmodd::api::Phase::kLoaded, "", "", "v1", 0}});
+  CHECK(IsOk(h.labeler.Reconcile(h.view, "w1")));
+  CHECK(h.LabelsOf("w1") == v1_loaded);
+
+  // The plan says v2, the node runs v1 under its plugin: the plugin is drained first.
+  h.Watched("w1");
+  h.view.draining["w1"] = {"ns/a"};
+  CHECK(IsOk(h.labeler.Reconcile(h.view, "w1")));
+  CHECK(h.LabelsOf("w1") == Labels{{"role", "worker"},
+                                   {kReadyA, ""},
+                                   {"kmm.node.kubernetes.io/ns.a.version.ready", "v1"}});
+  // v2 loaded: the labels come back with the new version, and the v2 plugin may start.
+  h.Watched("w1");
+  h.view.draining.clear();
+  h.view.records["w1"] = Reported("w1", true, {{"ns/a", kmodd::api::Phase::kLoaded, "", "", "v2", 0}});
+  CHECK(IsOk(h.labeler.Reconcile(h.view, "w1")));
+  CHECK(h.LabelsOf("w1") == Labels{{"role", "worker"},
+                                   {kReadyA, ""},
+                                   {"kmm.node.kubernetes.io/ns.a.version.ready", "v2"},
+                                   {kTargetA, ""},
+                                   {kScheduleA, "v2"}});
+}
+
+TEST_CASE("node labeler: .device-plugin-ready and .dra-ready follow the Ready Pods, once they are listed") {
+  Harness h;
+  h.AddNode("w1", {{"role", "worker"}, {kPluginReadyA, ""}, {"kmm.node.kubernetes.io/ns.b.dra-ready", ""}});
+  h.view.records["w1"] = Reported("w1", true, {});
+  // Not listed yet: the labels a previous leader wrote stay.
+  h.view.pods_listed = false;
+  CHECK(IsOk(h.labeler.Reconcile(h.view, "w1")));
+  CHECK(h.Patches("w1") == 0);
+
+  h.view.pods_listed = true;
+  h.view.pods["w1"] = {{"ns/a", kmodd::server::ModulePods{false, true}}};
+  CHECK(IsOk(h.labeler.Reconcile(h.view, "w1")));
+  CHECK(h.LabelsOf("w1") == Labels{{"role", "worker"}, {kDraReadyA, ""}});
+
+  h.Watched("w1");
+  h.view.pods["w1"] = {{"ns/a", kmodd::server::ModulePods{true, false}}};
+  CHECK(IsOk(h.labeler.Reconcile(h.view, "w1")));
+  CHECK(h.LabelsOf("w1") == Labels{{"role", "worker"}, {kPluginReadyA, ""}});
+
+  h.Watched("w1");
+  h.view.pods.clear();
+  CHECK(IsOk(h.labeler.Reconcile(h.view, "w1")));
+  CHECK(h.LabelsOf("w1") == Labels{{"role", "worker"}});
+  // No Node Event for these labels.
+  CHECK(h.NodeEvents().empty());
+}
