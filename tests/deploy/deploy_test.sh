@@ -289,6 +289,9 @@ check false "$ctrl" '{"verb":"update","group":"coordination.k8s.io","resource":"
 check true "$ctrl" '{"verb":"update","resource":"secrets","namespace":"kmodd-system","name":"kmodd-controller-tls"}'
 check false "$ctrl" '{"verb":"update","resource":"secrets","namespace":"kmodd-system","name":"other"}'
 check false "$ctrl" '{"verb":"create","resource":"pods","namespace":"kmodd-system"}'
+check true "$ctrl" '{"verb":"watch","resource":"pods"}'
+check false "$ctrl" '{"verb":"delete","resource":"pods","namespace":"kmm-demo","name":"x"}'
+check false "$ctrl" '{"verb":"get","resource":"pods","subresource":"log","namespace":"kmm-demo","name":"x"}'
 # Device plugin DaemonSets: where Modules are given to it, nowhere else.
 check true "$ctrl" '{"verb":"create","group":"apps","resource":"daemonsets","namespace":"net-drivers"}'
 check true "$ctrl" '{"verb":"delete","group":"apps","resource":"daemonsets","namespace":"intel-gpu","name":"x"}'
