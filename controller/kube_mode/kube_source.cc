@@ -73,6 +73,10 @@ absl::StatusOr<api::Node> NodeFromObject(const Value& object) {
   }
   api::Node n = std::move(d.nodes.front().object);
   n.metadata.namespace_.clear();  // cluster-scoped
+  if (auto k = n.metadata.labels.find(kKernelReleaseLabel);
+      k != n.metadata.labels.end() && !k->second.empty()) {
+    n.node_info.kernel_version = k->second;
+  }
   return n;
 }
 

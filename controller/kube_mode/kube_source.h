@@ -55,6 +55,13 @@ namespace kmodd::source {
 // that carries it may run on nodes even when this run never accepted it.
 inline constexpr char kUnloadFinalizer[] = "kmodd.io/unload";
 
+// A Node label naming the kernel its modules are loaded into, when that is not the kernel its
+// kubelet runs on (the agent manages a DPU's or a VM's kernel for the node): it replaces
+// status.nodeInfo.kernelVersion for planning. Whoever may label the Node (its kubelet
+// included) could already set nodeInfo; the agent still refuses a plan for another kernel
+// than its own.
+inline constexpr char kKernelReleaseLabel[] = "kmodd.io/kernel-release";
+
 struct ModuleMeta {
   std::string ns;
   std::string name;
@@ -84,6 +91,7 @@ struct NodeMeta {
 // the message) in `errors` when it returns nullopt.
 std::optional<api::Module> CheckModuleObject(const Value& object,
                                              std::vector<api::Diagnostic>& errors);
+// The kmodd.io/kernel-release label, when set, is the node's kernel.
 [[nodiscard]] absl::StatusOr<api::Node> NodeFromObject(const Value& object);
 ModuleMeta ModuleMetaFromObject(const Value& object);
 // The API path of Module <ns>/<name>.

@@ -21,6 +21,21 @@ TEST_CASE("a Node object becomes the planner's Node: labels, taints, kernel and 
   CHECK(n->node_info.boot_id == "b1");
 }
 
+TEST_CASE("a Node's kmodd.io/kernel-release label names the kernel its modules go into") {
+  auto o = kmodd::ParseJson(R"({"metadata":{"name":"w1","labels":{"kmodd.io/kernel-release":"6.1.0-27-cloud-amd64"}},
+    "status":{"nodeInfo":{"kernelVersion":"6.18.44-host","bootID":"b1"}}})");
+  REQUIRE(o.ok());
+  auto n = kmodd::source::NodeFromObject(*o);
+  REQUIRE(n.ok());
+  CHECK(n->node_info.kernel_version == "6.1.0-27-cloud-amd64");
+  auto empty = kmodd::ParseJson(R"({"metadata":{"name":"w1","labels":{"kmodd.io/kernel-release":""}},
+    "status":{"nodeInfo":{"kernelVersion":"6.18.44-host"}}})");
+  REQUIRE(empty.ok());
+  n = kmodd::source::NodeFromObject(*empty);
+  REQUIRE(n.ok());
+  CHECK(n->node_info.kernel_version == "6.18.44-host");
+}
+
 TEST_CASE("a Module list item (no kind) decodes; an invalid one is refused naming it") {
   auto o = kmodd::ParseJson(R"({"metadata":{"name":"a","namespace":"ns","resourceVersion":"7",
     "finalizers":["kmodd.io/unload"],"deletionTimestamp":"2026-01-01T00:00:00Z"},
