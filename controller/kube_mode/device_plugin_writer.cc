@@ -50,6 +50,23 @@ DevicePluginWriter::DevicePluginWriter(kube::KubeClient& client, kube::EventReco
 void DevicePluginWriter::Reset() {
   std::lock_guard lock(mu_);
   refused_.clear();
+  refusal_.clear();
+}
+
+std::vector<Condition> DevicePluginWriter::Conditions(const WriterView& view,
+                                                      const std::string& key) {
+  const std::optional<api::Module> module = view.ModuleObject(key);
+  if (!module || !module->spec.device_plugin.has_value()) {
+    return {};
+  }
+  std::lock_guard lock(mu_);
+  if (auto it = refusal_.find(key); it != refusal_.end()) {
+    return {Condition{"DevicePluginAccepted", "False", "Refused",
+                      absl::StrCat("the API server refused the device plugin DaemonSet: ",
+                                   it->second)}};
+  }
+  return {Condition{"DevicePluginAccepted", "True", "Written",
+                    "the device plugin DaemonSet is written as the Module says"}};
 }
 
 absl::Status DevicePluginWriter::DeleteAll(const std::vector<Value>& daemon_sets) {
@@ -73,6 +90,7 @@ void DevicePluginWriter::Refused(const source::ModuleMeta& meta, const std::stri
             {{"module", meta.Key()}, {"error", message}});
   {
     std::lock_guard lock(mu_);
+    refusal_[meta.Key()] = message;
     std::string& last = refused_[meta.Key()];
     if (last == message) {
       return;
@@ -130,6 +148,7 @@ ReconcileResult DevicePluginWriter::Reconcile(const WriterView& view, const std:
     {
       std::lock_guard lock(mu_);
       refused_.erase(key);
+      refusal_.erase(key);
     }
     absl::Status s = DeleteAll(ours);
     return s.ok() ? ReconcileResult::Ok() : ReconcileResult::Error(s);
@@ -199,6 +218,7 @@ ReconcileResult DevicePluginWriter::Reconcile(const WriterView& view, const std:
   {
     std::lock_guard lock(mu_);
     refused_.erase(key);
+    refusal_.erase(key);
   }
 
   // KMM's garbage collection: another version's DaemonSet once it runs nowhere.

@@ -25,6 +25,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "common/log.h"
 #include "common/value.h"
@@ -44,6 +45,9 @@ class DevicePluginWriter {
   DevicePluginWriter(kube::KubeClient& client, kube::EventRecorder& events, Logger& log);
 
   ReconcileResult Reconcile(const WriterView& view, const std::string& key);
+  // For a Module in force with spec.devicePlugin, its DevicePluginAccepted condition: False
+  // (reason Refused, the API server's message) while its DaemonSet is refused, else True.
+  std::vector<Condition> Conditions(const WriterView& view, const std::string& key);
   // Leadership lost: Events are made again by the next leader.
   void Reset();
 
@@ -57,6 +61,7 @@ class DevicePluginWriter {
   Logger& log_;
   std::mutex mu_;
   std::map<std::string, std::string> refused_;  // Module key -> the last refusal evented
+  std::map<std::string, std::string> refusal_;  // Module key -> its refusal now
 };
 
 }  // namespace kmodd::server

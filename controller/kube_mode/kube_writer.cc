@@ -288,8 +288,10 @@ void KubeWriter::Process(const std::string& key) {
     // The finalizer first: its patch carries the resourceVersion the watch last brought,
     // which a status write just before would replace (a certain conflict, and a retry).
     r = finalizers_.Reconcile(*snap, module);
-    r = Merge(r, status_.Reconcile(*snap, module));
-    r = Merge(r, device_plugins_.Reconcile(*snap, module));
+    // The DaemonSets before the status, which says whether the API server took them.
+    const ReconcileResult plugin = device_plugins_.Reconcile(*snap, module);
+    r = Merge(r, status_.Reconcile(*snap, module, device_plugins_.Conditions(*snap, module)));
+    r = Merge(r, plugin);
   }
   if (!r.error.ok()) {
     queue_.AddRateLimited(key);  // the duty logged it

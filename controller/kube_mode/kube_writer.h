@@ -5,9 +5,10 @@
 // served by a fixed pool of `workers` threads, each key reconciled by the duty that owns it:
 //   "node/<name>"        NodeLabeler (node_labeler.h): the node's KMM labels, and the
 //                        ModuleLoaded / ModuleUnloaded Events of the labels it changed
-//   "module/<ns>/<name>" FinalizerWriter (finalizer_writer.h), then ModuleStatusWriter
-//                        (module_status_writer.h): its status and Warning Events, then
-//                        DevicePluginWriter (device_plugin_writer.h): its plugin DaemonSets
+//   "module/<ns>/<name>" FinalizerWriter (finalizer_writer.h), then DevicePluginWriter
+//                        (device_plugin_writer.h): its plugin DaemonSets, then
+//                        ModuleStatusWriter (module_status_writer.h): its status (with
+//                        the plugin's condition) and Warning Events
 // A duty reads the whole current state of its key and returns Ok, RequeueAfter (a refused
 // label's retry, a write the watch has not shown yet) or Error, retried with the key's
 // exponential backoff (1 s doubling to 2 min, +10% jitter). A key added while queued is

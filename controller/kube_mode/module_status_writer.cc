@@ -29,11 +29,13 @@ void ModuleStatusWriter::Reset() {
   warned_.clear();
 }
 
-ReconcileResult ModuleStatusWriter::Reconcile(const WriterView& view, const std::string& key) {
-  const std::optional<ModuleState> m = view.ModuleStatus(key);
+ReconcileResult ModuleStatusWriter::Reconcile(const WriterView& view, const std::string& key,
+                                              const std::vector<Condition>& extra) {
+  std::optional<ModuleState> m = view.ModuleStatus(key);
   if (!m) {
     return ReconcileResult::Ok();  // not in force, not rejected: nothing to report
   }
+  m->conditions.insert(m->conditions.end(), extra.begin(), extra.end());
   const Value status = ModuleStatusValue(*m);
   std::string json = ToJsonLine(status);
   {

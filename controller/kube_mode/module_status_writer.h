@@ -14,6 +14,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "common/log.h"
 #include "controller/kube/client.h"
@@ -27,7 +28,10 @@ class ModuleStatusWriter {
  public:
   ModuleStatusWriter(kube::KubeClient& client, kube::EventRecorder& events, Logger& log);
 
-  ReconcileResult Reconcile(const WriterView& view, const std::string& key);
+  // `extra`: conditions of the other duties (DevicePluginWriter::Conditions), after the
+  // Module's own.
+  ReconcileResult Reconcile(const WriterView& view, const std::string& key,
+                            const std::vector<Condition>& extra = {});
   // The Module is gone (its finalizer released): a new one of that name starts afresh.
   void Forget(const std::string& key);
   // Leadership lost: everything is written and evented again by the next leader.

@@ -498,8 +498,11 @@ std::vector<ReportedModule> Hub::TakeModulesLocked(const std::string& name, Entr
   FilteredReport f = FilterReport(std::move(modules), scope);
   for (const PhaseChange& c : PhaseChanges(e.record.modules, f.accepted)) {
     // Debug: the timeline of one module on one node (benchmarks and system tests read it).
-    log_.Debug("module phase", {{"node", name}, {"module", std::string(c.key)},
-                                {"phase", std::string(c.phase)}});
+    log_.Debug("module phase", {{"node", name},
+                                {"module", std::string(c.key)},
+                                {"phase", std::string(c.phase)},
+                                {"version", std::string(c.version)},
+                                {"image", std::string(c.image)}});
   }
   std::vector<ReportedModule> replaced = std::exchange(e.record.modules, std::move(f.accepted));
   ignored += f.ignored;

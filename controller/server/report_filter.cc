@@ -51,14 +51,14 @@ std::vector<PhaseChange> PhaseChanges(const std::vector<ReportedModule>& before,
   auto a = after.begin();
   while (b != before.end() || a != after.end()) {
     if (a == after.end() || (b != before.end() && b->key < a->key)) {
-      out.push_back({b->key, "Gone"});
+      out.push_back({b->key, "Gone", "", ""});
       ++b;
     } else if (b == before.end() || a->key < b->key) {
-      out.push_back({a->key, api::PhaseName(a->phase)});
+      out.push_back({a->key, api::PhaseName(a->phase), a->version, a->image});
       ++a;
     } else {
-      if (a->phase != b->phase) {
-        out.push_back({a->key, api::PhaseName(a->phase)});
+      if (a->phase != b->phase || a->version != b->version || a->image != b->image) {
+        out.push_back({a->key, api::PhaseName(a->phase), a->version, a->image});
       }
       ++a;
       ++b;

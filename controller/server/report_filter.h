@@ -41,11 +41,13 @@ struct FilteredReport {
 // `reported` sorted by key, one entry per key (ReportedFromProto). O(n log k).
 FilteredReport FilterReport(std::vector<ReportedModule> reported, const ReportScope& scope);
 
-// A module whose phase differs between two reports: its phase's name, or "Gone" for one no
-// longer listed. `key` points into the lists.
+// A module whose phase, version or image differs between two reports: its phase's name, or
+// "Gone" for one no longer listed. The views point into the lists.
 struct PhaseChange {
   std::string_view key;
   std::string_view phase;
+  std::string_view version;  // what the node reports with it
+  std::string_view image;
 };
 
 // Both lists sorted by key: one merge, O(n + m).

@@ -388,6 +388,9 @@ eventually 20 bash -c "[[ \$(kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get d
 module kmm-ci-dp worker '^.+$' "$(dp_line 127.0.0.1:5000/plugin:3 lots)"
 eventually 20 bash -c "kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get events -n kmm-demo --field-selector reason=DevicePluginRefused -o jsonpath='{.items[*].message}' | grep -q 'quantities must match'" ||
   fail "no DevicePluginRefused Event: $(k get events -n kmm-demo --field-selector reason=DevicePluginRefused -o json)"
+dp_condition() { k get module -n kmm-demo kmm-ci-dp -o jsonpath='{.status.conditions[?(@.type=="DevicePluginAccepted")].status} {.status.conditions[?(@.type=="DevicePluginAccepted")].message}'; }
+eventually 20 bash -c "[[ \"\$(kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get module -n kmm-demo kmm-ci-dp -o jsonpath='{.status.conditions[?(@.type==\"DevicePluginAccepted\")].status} {.status.conditions[?(@.type==\"DevicePluginAccepted\")].message}')\" == 'False '*'quantities must match'* ]]" ||
+  fail "no DevicePluginAccepted=False condition with the API server's words: $(dp_condition)"
 status_is kmm-ci-dp 2/2/2 || fail "a refused plugin changed the module's status: $(loader kmm-ci-dp)"
 ready_is kmm-ci-dp "sim-0 sim-1" || fail "a refused plugin changed the ready labels: '$(ready_nodes kmm-ci-dp)'"
 

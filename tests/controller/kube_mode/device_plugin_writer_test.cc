@@ -198,10 +198,22 @@ TEST_CASE("device plugin writer: a refusal is a Warning Event with the API serve
                                  "POST daemonsets: 422 Invalid: spec.template.spec.volumes[1]."
                                  "name: Duplicate value"});
   CHECK(h.DaemonSets().empty());
+  auto conditions = h.writer.Conditions(h.view, "drivers/gpu");
+  REQUIRE(conditions.size() == 1);
+  CHECK(conditions[0].type == "DevicePluginAccepted");
+  CHECK(conditions[0].status == "False");
+  CHECK(conditions[0].reason == "Refused");
+  CHECK(conditions[0].message.find("Duplicate value") != std::string::npos);
   // Retried (the queue's backoff): written now.
   CHECK(IsOk(h.Run()));
   CHECK(h.DaemonSets().size() == 1);
   CHECK(h.ModuleEvents().size() == 1);
+  conditions = h.writer.Conditions(h.view, "drivers/gpu");
+  REQUIRE(conditions.size() == 1);
+  CHECK(conditions[0].status == "True");
+  // Without a plugin, no such condition.
+  h.Set(Loader("", ""));
+  CHECK(h.writer.Conditions(h.view, "drivers/gpu").empty());
 }
 
 TEST_CASE("device plugin writer: without DaemonSet access, a Module without a plugin is fine and one with is told") {

@@ -103,6 +103,17 @@ TEST_CASE("phase changes between two sorted reports, Gone for a module no longer
   CHECK(got == std::vector<std::string>{"ns/a=Gone", "ns/b=Loaded", "ns/c=Loaded", "ns/e=Loaded"});
   CHECK(PhaseChanges(after, after).empty());
   CHECK(PhaseChanges({}, {}).empty());
+
+  // The same phase from another image or version is a change too (an upgrade's timeline).
+  std::vector<ReportedModule> next = after;
+  next[0].image = "r/b:2";
+  next[1].version = "v2";
+  got.clear();
+  for (const auto& c : PhaseChanges(after, next)) {
+    got.push_back(std::string(c.key) + "=" + std::string(c.phase) + " " + std::string(c.version) +
+                  " " + std::string(c.image));
+  }
+  CHECK(got == std::vector<std::string>{"ns/b=Loaded  r/b:2", "ns/c=Loaded v2 "});
 }
 
 TEST_CASE("a report of more modules than the cap is refused whole, naming the cap") {
