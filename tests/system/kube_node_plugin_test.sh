@@ -1,0 +1,323 @@
+#!/usr/bin/env bash
+# The driver stack on a real node (issue 14 item 7): the harness's kube-apiserver with a real
+# node (tools/kube/node: kube-controller-manager, kube-scheduler, a kubelet with containerd
+# and runc) named kmodd-node, whose agent is the real kmodd-agent in the qemu VM (the
+# Node's kmodd.io/kernel-release label names the VM's kernel, which the host's kubelet does
+# not run), kmodd-controller on the host in --kubernetes mode, and the demo Module with a
+# device plugin: kmodd-test-device-plugin (tools/test-device-plugin), pulled by containerd
+# from the test registry.
+#   1. create (version v1, the node pinned to v1 by its version-module label): kmm_ci_fw
+#      loaded in the VM, .ready on kmodd-node, the plugin's DaemonSet Pod Ready there,
+#      .device-plugin-ready, kmodd.test/widget: 3 in the Node's allocatable,
+#      status.devicePlugin 1/1/1, and a Pod asking for one widget runs to Completed;
+#   2. cordon: the target label goes and the plugin's Pod with it, the module stays loaded
+#      (.ready, status); uncordon: the Pod comes back;
+#   3. ordered upgrade v1 -> v2 (the Module, then the node's label): from the controller's
+#      log, one clock: the node held at v1 while the plugin Pod is there < the Pod gone <
+#      the agent's first word of v2 (nothing but Loaded v1 before) < v2 Loaded < the v2
+#      plugin Pod Ready (its .device-plugin-ready label); the v1 DaemonSet deleted once it
+#      runs nowhere; in the VM's kernel log, v1 unloaded before v2 loaded;
+#   4. delete: the DaemonSet deleted < the plugin Pod gone < the node's module Gone < the
+#      finalizer removed; then no DaemonSet, no kmm label on the Node, no
+#      version-schedule-pod label.
+# The figures (Loaded -> .ready -> plugin Ready -> allocatable) are printed as "# figure"
+# lines; docs/performance.md quotes them.
+#
+# Fails, never skips, without the harnesses (tools/kube/setup, tools/vm/setup) or packages.
+# usage: kube_node_plugin_test.sh BIN_DIR REPO_ROOT PLUGIN_BINARY
+set -uo pipefail
+bin="$1"
+root="$2"
+plugin_bin="$3"
+case_name=kube-node-plugin
+node=kmodd-node
+export KMODD_KUBE_NODE_LOCK_TIMEOUT=${KMODD_KUBE_NODE_LOCK_TIMEOUT:-360}
+show() { echo "--- $(basename "$1"):"; tail -n 60 "$1" 2>/dev/null; echo "---"; }
+fail() {
+  echo "FAIL: $case_name: $*"
+  for f in "$tmp"/*.log "$tmp"/vm1.out; do show "$f"; done
+  if [[ -n ${KMODD_NODE_KUBELET_LOG:-} ]]; then
+    echo "--- pods:"; kubectl get pods -A -o wide 2>&1 | tail -n 20
+    echo "--- kubelet errors:"; grep -E '^E' "$KMODD_NODE_KUBELET_LOG" | tail -n 20
+  fi
+  exit 1
+}
+note() { echo "# $*"; }
+ms() { date +%s%3N; }
+# shellcheck source=tests/lib/harness.bash
+. "$root/tests/lib/harness.bash"
+# shellcheck source=tests/lib/kube.bash
+. "$root/tests/lib/kube.bash"
+# shellcheck source=tests/lib/vm.bash
+. "$root/tests/lib/vm.bash"
+# shellcheck source=tests/lib/system.bash
+. "$root/tests/lib/system.bash"
+declare tmp
+make_temp_dir tmp kmodd-kube-node-plugin KMODD_E2E_KEEP
+
+# --- the rig, the registry, the images -----------------------------------------------------
+vm_rig_require
+K=$KMODD_VM_KERNEL
+require_tools docker-registry skopeo umoci python3 openssl jq buildah containerd runc ctr
+[[ $(id -u) -eq 0 ]] || fail "the kubelet and containerd need root"
+[[ -x $plugin_bin ]] || fail "$plugin_bin not found: build kmodd-test-device-plugin"
+vm_strip_bins "$bin" "$tmp/bin" kmodd-agent agentctl
+require_bins "$bin" kmodd-controller
+registry_start "$tmp/reg"
+reg_port=${KMODD_REGISTRY##*:}
+push_demo_images "$tmp/reg"
+image_env=$("$root/tools/test-device-plugin/image" --bin "$plugin_bin" "$KMODD_REGISTRY" 2>"$tmp/image.log") \
+  || fail "tools/test-device-plugin/image failed"
+eval "$image_env"
+# shellcheck disable=SC2154  # set by push_demo_images
+note "images: v1 $digest_v1, v2 $digest_v2, plugin $KMODD_TEST_DEVICE_PLUGIN_IMAGE"
+
+# --- the API server and its node ----------------------------------------------------------
+kube_start "$tmp/kube"
+export KUBECONFIG=$KMODD_KUBE_KUBECONFIG
+on_exit quietly "$root/tools/kube/node" stop "$tmp/kube"
+"$root/tools/kube/node" start --name "$node" --registry "$KMODD_REGISTRY" "$tmp/kube" \
+  >"$tmp/node.log" 2>&1 || fail "tools/kube/node start failed"
+# shellcheck source=/dev/null
+. "$tmp/kube/node/env"
+kube_crd_install
+ns=kmodd-system
+kubectl create namespace "$ns" >/dev/null
+kubectl create namespace kmm-demo >/dev/null
+kubectl -n "$ns" create serviceaccount kmodd-agent >/dev/null
+kubectl label node "$node" kmodd.io/demo=true "kmodd.io/kernel-release=$K" \
+  kmm.node.kubernetes.io/version-module.kmm-demo.kmm-ci=v1 >/dev/null || fail "cannot label $node"
+# The agent's credential, as its DaemonSet Pod would hold it: a token bound to a Pod on the
+# node. The kubelet really runs that Pod (a sleeping busybox of the node's own image).
+kubectl create -f - >/dev/null <<YAML || fail "cannot create the agent's Pod"
+apiVersion: v1
+kind: Pod
+metadata: {name: kmodd-agent-$node, namespace: $ns}
+spec:
+  serviceAccountName: kmodd-agent
+  automountServiceAccountToken: false
+  nodeName: $node
+  containers:
+  - {name: agent, image: $KMODD_NODE_PAUSE_IMAGE, imagePullPolicy: Never, command: [/bin/busybox, sleep, "3600"]}
+YAML
+mkdir -p "$tmp/guest/etc"
+kubectl -n "$ns" create token kmodd-agent --audience kmodd --duration 1h --bound-object-kind Pod \
+  --bound-object-name "kmodd-agent-$node" >"$tmp/guest/etc/token" || fail "no token for the agent"
+eventually 60 kubectl -n kmm-demo get serviceaccount default || fail "no default ServiceAccount in kmm-demo"
+
+# --- the controller and the VM's agent --------------------------------------------------------
+ctl_port=$(free_port)
+"$bin/kmodd-controller" run --kubernetes --kubeconfig "$KUBECONFIG" --namespace "$ns" \
+  --listen "127.0.0.1:$ctl_port" --cert-ip 10.0.2.2 --cert-ip 127.0.0.1 \
+  --log-level debug >"$tmp/controller.log" 2>&1 &
+pids+=($!)
+eventually 30 kubectl -n "$ns" get configmap kmodd-ca || fail "the controller published no CA"
+kubectl -n "$ns" get configmap kmodd-ca -o jsonpath='{.data.ca\.crt}' >"$tmp/guest/etc/ca.crt"
+director_start "$tmp/director"
+cat >"$tmp/guest/agent.sh" <<EOF
+mkdir -p /var/lib/kmodd
+/usr/bin/kmodd-agent run --node-name $node --controller 10.0.2.2:$ctl_port \\
+  --ca /etc/kmodd/ca.crt --token-file /etc/kmodd/token \\
+  --state-dir /var/lib/kmodd --firmware-dir /var/lib/kmodd/firmware --firmware-class-path \\
+  >>/run/kmodd-agent.log 2>&1 &
+echo \$! >/run/agent.pid
+EOF
+director_guest_lib "$tmp/guest/lib.sh"
+cat >"$tmp/guest/boot1.sh" <<'EOF'
+. /kmodd-test/lib.sh
+sh /kmodd-test/agent.sh
+# The whole test, at most 15 minutes: the host says when it is done.
+i=0
+while [ "$(current)" != done ]; do i=$((i + 1)); [ $i -lt 9000 ] || break; usleep 100000; done
+section done.modules; grep "^kmm_ci_fw " /proc/modules
+stop_agent
+section agent.log; cat /run/kmodd-agent.log
+EOF
+"$root/tools/vm/run" --net --state "$tmp/state.img" --timeout 1000 --mem 768M \
+  --bin "$tmp/bin/kmodd-agent:/usr/bin/kmodd-agent" --bin "$tmp/bin/agentctl:/usr/bin/agentctl" \
+  --tree "$tmp/guest:/kmodd-test" --tree "$tmp/guest/etc:/etc/kmodd" \
+  --dmesg "$tmp/dmesg1" -- sh /kmodd-test/boot1.sh >"$tmp/vm1.out" 2>"$tmp/vm1.err" &
+vm_pid=$!
+vm_err=$tmp/vm1.err
+pids+=("$vm_pid")
+eventually 180 grep -q "\"agent connected\",\"node\":\"$node\"" "$tmp/controller.log" \
+  || fail "the VM's agent never connected as $node"
+note "the VM's agent is served as $node"
+
+# --- helpers ------------------------------------------------------------------------------
+label() { kubectl get node "$node" -o json | jq -r --arg k "$1" '.metadata.labels[$k] // "<none>"'; }
+has_label() { [[ $(label "$1") != "<none>" ]]; }
+no_label() { [[ $(label "$1") == "<none>" ]]; }
+pfx=kmm.node.kubernetes.io/kmm-demo.kmm-ci
+plugin_pods() {  # plugin_pods [READY]: the plugin Pods on the node (names), or only Ready ones
+  kubectl get pods -n kmm-demo -l kmm.node.kubernetes.io/role=device-plugin -o json |
+    jq -r --arg ready "${1:-}" '.items[] | select($ready == "" or ([.status.conditions[]? | select(.type == "Ready" and .status == "True")] | length > 0)) | .metadata.name'
+}
+no_plugin_pod() { [[ -z $(plugin_pods) ]]; }
+plugin_ready() { [[ -n $(plugin_pods ready) ]]; }
+allocatable() { kubectl get node "$node" -o jsonpath='{.status.allocatable.kmodd\.test/widget}'; }
+dp_status() { kubectl get module -n kmm-demo kmm-ci -o jsonpath='{.status.devicePlugin.nodesMatchingSelectorNumber}/{.status.devicePlugin.desiredNumber}/{.status.devicePlugin.availableNumber}'; }
+daemonsets() { kubectl get daemonsets -n kmm-demo -l kmm.node.kubernetes.io/module.name=kmm-ci -o jsonpath='{.items[*].metadata.name}'; }
+module_apply() {  # module_apply TAG: the Module at version TAG, image TAG
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: kmm.sigs.x-k8s.io/v1beta1
+kind: Module
+metadata: {name: kmm-ci, namespace: kmm-demo}
+spec:
+  selector: {kmodd.io/demo: "true"}
+  devicePlugin:
+    container:
+      image: $KMODD_TEST_DEVICE_PLUGIN_IMAGE
+      args: [--resource, widget, --count, "3", --poll-interval-ms, "200"]
+  moduleLoader:
+    container:
+      version: $1
+      imagePullPolicy: IfNotPresent
+      modprobe: {moduleName: kmm_ci_fw, firmwarePath: /firmware}
+      kernelMappings:
+        - regexp: '^.+\$'
+          containerImage: "10.0.2.2:$reg_port/kmodd/kmm-ci:$1-\$KERNEL_FULL_VERSION"
+          registryTLS: {insecure: true}
+YAML
+}
+# log_ms PYTHON-PREDICATE [AFTER_MS]: the time (ms) of the first controller log line after
+# AFTER_MS for which the predicate on e (the line's JSON) holds; nothing when none.
+log_ms() {
+  python3 - "$tmp/controller.log" "$1" "${2:-0}" <<'PY'
+import datetime, json, sys
+path, pred, after = sys.argv[1], sys.argv[2], int(sys.argv[3])
+for line in open(path):
+    try: e = json.loads(line)
+    except ValueError: continue
+    t = datetime.datetime.strptime(e["ts"].rstrip("Z"), "%Y-%m-%dT%H:%M:%S.%f")
+    ms = int(t.replace(tzinfo=datetime.timezone.utc).timestamp() * 1000)
+    if ms >= after and eval(pred, {"e": e}):
+        print(ms); break
+PY
+}
+on_node="e.get('node') == '$node'"
+ready_write="e.get('msg', '').startswith('node labels updated') and e.get('node') == '$node' and '\"$pfx.ready\":\"\"' in e.get('patch', '')"
+dp_ready_write="e.get('msg', '').startswith('node labels updated') and e.get('node') == '$node' and '\"$pfx.device-plugin-ready\":\"\"' in e.get('patch', '')"
+
+# --- 1. create --------------------------------------------------------------------------------
+t_apply=$(ms)
+module_apply v1 || fail "cannot create the Module"
+eventually 240 has_label "$pfx.ready" || fail "no .ready label on $node: $(kubectl get node "$node" --show-labels)"
+eventually 180 plugin_ready || fail "the plugin Pod is not Ready: $(kubectl get pods -A -o wide)"
+eventually 30 has_label "$pfx.device-plugin-ready" || fail "no .device-plugin-ready label"
+until [[ $(allocatable) == 3 ]]; do
+  (( $(ms) - t_apply < 300000 )) || fail "kmodd.test/widget never allocatable: '$(allocatable)'"
+  sleep 0.1
+done
+t_alloc=$(ms)
+eventually 30 bash -c "[[ \$(kubectl get module -n kmm-demo kmm-ci -o jsonpath='{.status.devicePlugin.availableNumber}') == 1 ]]" \
+  || fail "status.devicePlugin is $(dp_status), want 1/1/1"
+[[ $(dp_status) == 1/1/1 ]] || fail "status.devicePlugin is $(dp_status), want 1/1/1"
+[[ $(label beta.kmm.node.kubernetes.io/version-schedule-pod.kmm-demo.kmm-ci) == v1 ]] \
+  || fail "version-schedule-pod is $(label beta.kmm.node.kubernetes.io/version-schedule-pod.kmm-demo.kmm-ci), want v1"
+t_loaded=$(log_ms "$on_node and e.get('msg') == 'module phase' and e.get('phase') == 'Loaded'")
+t_ready=$(log_ms "$ready_write")
+t_dp_ready=$(log_ms "$dp_ready_write")
+[[ -n $t_loaded && -n $t_ready && -n $t_dp_ready ]] || fail "the controller's log lacks the Loaded report or a label write"
+note "figure: Loaded report -> .ready label written: $((t_ready - t_loaded)) ms (kmodd)"
+note "figure: .ready label -> plugin Pod Ready (its .device-plugin-ready written): $((t_dp_ready - t_ready)) ms (DaemonSet controller, kubelet, plugin start)"
+note "figure: Loaded report -> kmodd.test/widget allocatable (polled every 100 ms): $((t_alloc - t_loaded)) ms"
+kubectl create -f - >/dev/null <<YAML || fail "cannot create the Pod uses-widget"
+apiVersion: v1
+kind: Pod
+metadata: {name: uses-widget, namespace: kmm-demo}
+spec:
+  restartPolicy: Never
+  automountServiceAccountToken: false
+  containers:
+  - name: c
+    image: $KMODD_NODE_PAUSE_IMAGE
+    imagePullPolicy: Never
+    command: [/bin/busybox, sh, -c, 'echo "devices=\$KMODD_TEST_DEVICES"; test -n "\$KMODD_TEST_DEVICES"']
+    resources: {limits: {kmodd.test/widget: "1"}}
+YAML
+eventually 120 bash -c "[[ \$(kubectl get pod -n kmm-demo uses-widget -o jsonpath='{.status.phase}') =~ ^(Succeeded|Failed)\$ ]]" \
+  || fail "Pod uses-widget never finished"
+[[ $(kubectl get pod -n kmm-demo uses-widget -o jsonpath='{.status.phase}') == Succeeded ]] \
+  || fail "Pod uses-widget failed: no device from the plugin's Allocate"
+note "1. created: kmm_ci_fw Loaded, .ready, plugin Pod Ready, widget allocatable 3, status.devicePlugin 1/1/1, a Pod used a widget"
+
+# --- 2. cordon -------------------------------------------------------------------------------
+kubectl cordon "$node" >/dev/null
+eventually 30 no_label "$pfx.device-plugin-target" || fail "cordoned: the target label stayed"
+eventually 60 no_plugin_pod || fail "cordoned: the plugin Pod stayed: $(plugin_pods)"
+eventually 30 no_label "$pfx.device-plugin-ready" || fail "cordoned: .device-plugin-ready stayed"
+has_label "$pfx.ready" || fail "cordoned: the module's .ready label went"
+[[ $(loader kmm-ci) == 1/1/1 ]] || fail "cordoned: status.moduleLoader is $(loader kmm-ci), want 1/1/1 (the module stays loaded)"
+kubectl uncordon "$node" >/dev/null
+eventually 120 plugin_ready || fail "uncordoned: the plugin Pod did not come back"
+eventually 30 has_label "$pfx.device-plugin-ready" || fail "uncordoned: no .device-plugin-ready"
+note "2. cordon: the plugin Pod evicted, kmm_ci_fw still loaded; uncordon: the Pod back"
+
+# --- 3. ordered upgrade v1 -> v2 ----------------------------------------------------------------
+module_apply v2 || fail "cannot update the Module to v2"
+eventually 30 bash -c "[[ \$(kubectl get daemonsets -n kmm-demo -l kmm.node.kubernetes.io/module.name=kmm-ci -o name | wc -l) == 2 ]]" \
+  || fail "no v2 DaemonSet beside v1's: $(daemonsets)"
+[[ $(label "$pfx.version.ready") == v1 ]] || fail "the node left v1 before its label said so"
+t_relabel=$(ms)
+kubectl label node "$node" --overwrite kmm.node.kubernetes.io/version-module.kmm-demo.kmm-ci=v2 >/dev/null
+eventually 240 bash -c "[[ \$(kubectl get node $node -o jsonpath='{.metadata.labels.kmm\.node\.kubernetes\.io/kmm-demo\.kmm-ci\.version\.ready}') == v2 ]]" \
+  || fail "the node never reported v2 ready"
+eventually 180 plugin_ready || fail "no v2 plugin Pod Ready"
+eventually 30 has_label "$pfx.device-plugin-ready" || fail "no .device-plugin-ready after the upgrade"
+eventually 60 bash -c "[[ \$(kubectl get daemonsets -n kmm-demo -l kmm.node.kubernetes.io/module.name=kmm-ci -o name | wc -l) == 1 ]]" \
+  || fail "the v1 DaemonSet was not deleted: $(daemonsets)"
+[[ $(label beta.kmm.node.kubernetes.io/version-schedule-pod.kmm-demo.kmm-ci) == v2 ]] || fail "version-schedule-pod is not v2"
+t_hold=$(log_ms "$on_node and e.get('msg') == 'module kept on the node while its plugin Pod is there'" "$t_relabel")
+t_gone=$(log_ms "$on_node and e.get('msg') == \"plugin Pod gone: the node is sent the module's plan\"" "$t_relabel")
+t_v2=$(log_ms "$on_node and e.get('msg') == 'module phase' and e.get('version') == 'v2'" "$t_relabel")
+t_v2_loaded=$(log_ms "$on_node and e.get('msg') == 'module phase' and e.get('version') == 'v2' and e.get('phase') == 'Loaded'" "$t_relabel")
+t_v2_dp=$(log_ms "$dp_ready_write" "${t_v2_loaded:-0}")
+note "upgrade timeline (ms after the relabel): held $((t_hold - t_relabel)), plugin Pod gone $((t_gone - t_relabel)), agent on v2 $((t_v2 - t_relabel)), v2 Loaded $((t_v2_loaded - t_relabel)), v2 plugin Ready $((t_v2_dp - t_relabel))"
+[[ -n $t_hold && -n $t_gone && -n $t_v2 && -n $t_v2_loaded && -n $t_v2_dp ]] || fail "a step of the upgrade is missing from the controller's log"
+((t_hold <= t_gone && t_gone < t_v2 && t_v2 <= t_v2_loaded && t_v2_loaded < t_v2_dp)) \
+  || fail "the upgrade's order is wrong: held $t_hold, Pod gone $t_gone, v2 $t_v2, v2 Loaded $t_v2_loaded, v2 plugin Ready $t_v2_dp"
+# Between the relabel and the Pod gone, the node said nothing but Loaded v1.
+python3 - "$tmp/controller.log" "$node" "$t_relabel" "$t_gone" <<'PY' || fail "the module changed on the node before its plugin Pod was gone"
+import datetime, json, sys
+path, node, start, end = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+for line in open(path):
+    try: e = json.loads(line)
+    except ValueError: continue
+    t = datetime.datetime.strptime(e["ts"].rstrip("Z"), "%Y-%m-%dT%H:%M:%S.%f")
+    ms = int(t.replace(tzinfo=datetime.timezone.utc).timestamp() * 1000)
+    if start <= ms < end and e.get("node") == node and e.get("msg") == "module phase":
+        if e.get("phase") != "Loaded" or e.get("version") != "v1":
+            print("reported before the plugin Pod was gone:", line.strip()); sys.exit(1)
+PY
+note "3. upgrade: plugin Pod gone < agent on v2 < v2 Loaded < v2 plugin Ready; v1 DaemonSet deleted"
+
+# --- 4. delete ----------------------------------------------------------------------------------
+t_delete=$(ms)
+kubectl delete module -n kmm-demo kmm-ci --wait=false >/dev/null || fail "cannot delete the Module"
+eventually 180 bash -c "! kubectl get module -n kmm-demo kmm-ci" || fail "the Module is still there"
+t_ds_deleted=$(log_ms "e.get('msg') == 'device plugin DaemonSet deleted'" "$t_delete")
+t_gone=$(log_ms "$on_node and e.get('msg') == \"plugin Pod gone: the node is sent the module's plan\"" "$t_delete")
+t_unloaded=$(log_ms "$on_node and e.get('msg') == 'module phase' and e.get('phase') == 'Gone'" "$t_delete")
+t_released=$(log_ms "e.get('msg', '').endswith('finalizer removed')" "$t_delete")
+note "delete timeline (ms): DaemonSet deleted $((t_ds_deleted - t_delete)), plugin Pod gone $((t_gone - t_delete)), unloaded $((t_unloaded - t_delete)), finalizer removed $((t_released - t_delete))"
+[[ -n $t_ds_deleted && -n $t_gone && -n $t_unloaded && -n $t_released ]] || fail "a step of the delete is missing from the controller's log"
+((t_ds_deleted <= t_gone && t_gone < t_unloaded && t_unloaded <= t_released)) \
+  || fail "the delete's order is wrong: DaemonSet $t_ds_deleted, Pod gone $t_gone, unloaded $t_unloaded, finalizer $t_released"
+eventually 30 bash -c "[[ -z \$(kubectl get daemonsets -n kmm-demo -l kmm.node.kubernetes.io/module.name=kmm-ci -o name) ]]" \
+  || fail "DaemonSets left: $(daemonsets)"
+left=$(kubectl get node "$node" -o json | jq -r '[.metadata.labels | keys[] | select(startswith("kmm.node.kubernetes.io/") or startswith("beta.kmm.node.kubernetes.io/")) | select(startswith("kmm.node.kubernetes.io/version-module.") | not)] | join(", ")')
+[[ -z $left ]] || fail "labels left on $node: $left"
+note "4. delete: DaemonSet deleted < plugin Pod gone < unloaded < finalizer removed; nothing left"
+
+step "done"
+wait "$vm_pid"
+vm_rc=$?
+[[ $vm_rc == 0 ]] || { show "$tmp/vm1.err"; fail "guest script exit $vm_rc"; }
+[[ -z $(sec "$tmp/vm1.out" done.modules) ]] || fail "kmm_ci_fw still loaded in the VM after the delete"
+# The VM's kernel log: loaded (v1), unloaded, loaded (v2), unloaded, in that order.
+seq=$(grep -oE "kmm_ci_fw: (firmware kmm_ci_fw/fw.bin loaded|unloaded)" "$tmp/dmesg1" | sed 's/.*: //' | tr '\n' ',')
+[[ $seq == "firmware kmm_ci_fw/fw.bin loaded,unloaded,firmware kmm_ci_fw/fw.bin loaded,unloaded," ]] \
+  || { show "$tmp/dmesg1"; fail "the VM's kernel log has $seq"; }
+note "the VM's kernel: v1 loaded, unloaded, v2 loaded, unloaded"
+echo "PASS: $case_name"
