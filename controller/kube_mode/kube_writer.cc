@@ -76,6 +76,7 @@ KubeWriter::KubeWriter(kube::KubeClient& client, Hub& hub, source::KubeSource& s
       status_(client, events, log),
       finalizers_(client, [this](const std::string& key) { status_.Forget(key); }, log),
       device_plugins_(client, events, log),
+      dra_(client, events, log),
       queue_(clock, options.queue),
       events_(log) {}
 
@@ -171,6 +172,7 @@ void KubeWriter::TakeIn(const HubChanges& c, bool everything) {
       labeler_.Reset();
       status_.Reset();
       device_plugins_.Reset();
+      dra_.Reset();
       fingerprints_.clear();
       log_.Info("not leading: the writer writes nothing until it leads again");
     }
@@ -282,6 +284,7 @@ void KubeWriter::Process(const std::string& key) {
     r = finalizers_.Reconcile(*snap, module);
     r = Merge(r, status_.Reconcile(*snap, module));
     r = Merge(r, device_plugins_.Reconcile(*snap, module));
+    r = Merge(r, dra_.Reconcile(*snap, module));
   }
   if (!r.error.ok()) {
     queue_.AddRateLimited(key);  // the duty logged it

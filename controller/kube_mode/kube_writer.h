@@ -7,7 +7,8 @@
 //                        ModuleLoaded / ModuleUnloaded Events of the labels it changed
 //   "module/<ns>/<name>" FinalizerWriter (finalizer_writer.h), then ModuleStatusWriter
 //                        (module_status_writer.h): its status and Warning Events, then
-//                        DevicePluginWriter (device_plugin_writer.h): its plugin DaemonSets
+//                        DevicePluginWriter (device_plugin_writer.h): its plugin DaemonSets,
+//                        then DraWriter (dra_writer.h): its DRA DaemonSets and DeviceClasses
 // A duty reads the whole current state of its key and returns Ok, RequeueAfter (a refused
 // label's retry, a write the watch has not shown yet) or Error, retried with the key's
 // exponential backoff (1 s doubling to 2 min, +10% jitter). A key added while queued is
@@ -38,6 +39,7 @@
 #include "controller/kube/client.h"
 #include "controller/kube/events.h"
 #include "controller/kube_mode/device_plugin_writer.h"
+#include "controller/kube_mode/dra_writer.h"
 #include "controller/kube_mode/event_queue.h"
 #include "controller/kube_mode/finalizer_writer.h"
 #include "controller/kube_mode/kube_source.h"
@@ -105,6 +107,7 @@ class KubeWriter {
   ModuleStatusWriter status_;
   FinalizerWriter finalizers_;
   DevicePluginWriter device_plugins_;
+  DraWriter dra_;
   WorkQueue queue_;
 
   // The watcher's (and SyncOnce's) own.
