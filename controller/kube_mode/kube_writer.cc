@@ -82,6 +82,7 @@ KubeWriter::KubeWriter(kube::KubeClient& client, Hub& hub, source::KubeSource& s
       status_(client, events, log),
       finalizers_(client, [this](const std::string& key) { status_.Forget(key); }, log),
       device_plugins_(client, events, log),
+      dra_(client, events, log),
       queue_(clock, options.queue),
       events_(log) {}
 
@@ -177,6 +178,7 @@ void KubeWriter::TakeIn(const HubChanges& c, bool everything) {
       labeler_.Reset();
       status_.Reset();
       device_plugins_.Reset();
+      dra_.Reset();
       fingerprints_.clear();
       log_.Info("not leading: the writer writes nothing until it leads again");
     }
@@ -214,7 +216,8 @@ void KubeWriter::TakeIn(const HubChanges& c, bool everything) {
   // node.
   std::string targeting;
   for (const api::Module& m : snap->plugin_modules) {
-    absl::StrAppend(&targeting, m.Key(), " ", m.spec.device_plugin.has_value(), " ",
+    absl::StrAppend(&targeting, m.Key(), " ", m.spec.device_plugin.has_value(),
+                    m.spec.dra.has_value(), " ",
                     m.spec.module_loader ? m.spec.module_loader->container.version : "", "\n");
     for (const auto& [k, v] : m.spec.selector) {
       absl::StrAppend(&targeting, k, "=", v, ",");
@@ -290,8 +293,14 @@ void KubeWriter::Process(const std::string& key) {
     r = finalizers_.Reconcile(*snap, module);
     // The DaemonSets before the status, which says whether the API server took them.
     const ReconcileResult plugin = device_plugins_.Reconcile(*snap, module);
-    r = Merge(r, status_.Reconcile(*snap, module, device_plugins_.Conditions(*snap, module)));
+    const ReconcileResult dra = dra_.Reconcile(*snap, module);
+    std::vector<Condition> conditions = device_plugins_.Conditions(*snap, module);
+    for (Condition& c : dra_.Conditions(*snap, module)) {
+      conditions.push_back(std::move(c));
+    }
+    r = Merge(r, status_.Reconcile(*snap, module, conditions));
     r = Merge(r, plugin);
+    r = Merge(r, dra);
   }
   if (!r.error.ok()) {
     queue_.AddRateLimited(key);  // the duty logged it

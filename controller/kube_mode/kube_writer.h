@@ -6,9 +6,10 @@
 //   "node/<name>"        NodeLabeler (node_labeler.h): the node's KMM labels, and the
 //                        ModuleLoaded / ModuleUnloaded Events of the labels it changed
 //   "module/<ns>/<name>" FinalizerWriter (finalizer_writer.h), then DevicePluginWriter
-//                        (device_plugin_writer.h): its plugin DaemonSets, then
+//                        (device_plugin_writer.h): its plugin DaemonSets, then DraWriter
+//                        (dra_writer.h): its DRA DaemonSets and DeviceClasses, then
 //                        ModuleStatusWriter (module_status_writer.h): its status (with
-//                        the plugin's condition) and Warning Events
+//                        the plugin's and driver's conditions) and Warning Events
 // A duty reads the whole current state of its key and returns Ok, RequeueAfter (a refused
 // label's retry, a write the watch has not shown yet) or Error, retried with the key's
 // exponential backoff (1 s doubling to 2 min, +10% jitter). A key added while queued is
@@ -39,6 +40,7 @@
 #include "controller/kube/client.h"
 #include "controller/kube/events.h"
 #include "controller/kube_mode/device_plugin_writer.h"
+#include "controller/kube_mode/dra_writer.h"
 #include "controller/kube_mode/event_queue.h"
 #include "controller/kube_mode/finalizer_writer.h"
 #include "controller/kube_mode/kube_source.h"
@@ -106,6 +108,7 @@ class KubeWriter {
   ModuleStatusWriter status_;
   FinalizerWriter finalizers_;
   DevicePluginWriter device_plugins_;
+  DraWriter dra_;
   WorkQueue queue_;
 
   // The watcher's (and SyncOnce's) own.

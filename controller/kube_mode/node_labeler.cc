@@ -8,7 +8,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/json.h"
+#include "controller/kube_mode/dra_daemonset.h"
 #include "controller/kube_mode/plugin_daemonset.h"
+#include "controller/placement/selection.h"
 
 namespace kmodd::server {
 
@@ -32,17 +34,23 @@ bool IsOwnedLabel(const std::string& key) {
     return true;
   }
   return absl::StartsWith(key, kLabelPrefix) &&
-         (absl::EndsWith(key, kTargetSuffix) || absl::EndsWith(key, ".device-plugin-ready") ||
-          absl::EndsWith(key, ".dra-ready"));
+         (absl::EndsWith(key, kTargetSuffix) || absl::EndsWith(key, ".dra-target") ||
+          absl::EndsWith(key, ".device-plugin-ready") || absl::EndsWith(key, ".dra-ready"));
 }
 
 Labels TargetLabels(const source::NodeMeta& node, const std::vector<api::Module>& plugins,
                     const std::set<std::string>& draining) {
   Labels out;
   for (const api::Module& m : plugins) {
-    if (draining.count(m.Key()) == 0 &&
-        DevicePluginTargets(m, node.labels, node.unschedulable, node.taints)) {
+    if (draining.count(m.Key()) != 0 ||
+        !placement::PodSchedulable(m, node.labels, node.unschedulable, node.taints)) {
+      continue;
+    }
+    if (m.spec.device_plugin.has_value()) {
       out[DevicePluginTargetLabel(m.metadata.namespace_, m.metadata.name)] = "";
+    }
+    if (m.spec.dra.has_value()) {
+      out[DraTargetLabel(m.metadata.namespace_, m.metadata.name)] = "";
     }
   }
   return out;

@@ -8,6 +8,8 @@
 //       NoSchedule/NoExecute taints tolerated; KMM's rule, so that a drain evicts the plugin),
 //       and while its driver is not about to change there (Hub::Draining: the plugin leaves
 //       first, then the driver is swapped, then the label comes back)
+//   kmm.node.kubernetes.io/<ns>.<name>.dra-target  the same for a DRA driver (kmodd's: KMM
+//       has none, so a drain cannot evict its driver, KMM's #1328)
 //   beta.kmm.node.kubernetes.io/version-schedule-pod.<ns>.<name> = the version the agent
 //       reports Loaded, for a versioned Module with a plugin, unless draining (which
 //       version's plugin DaemonSet runs there, as KMM's ordered upgrade)
@@ -59,8 +61,9 @@ bool IsOwnedLabel(const std::string& key);
 std::string DraReadyLabel(const std::string& ns, const std::string& name);
 inline constexpr char kTargetSuffix[] = ".device-plugin-target";
 inline constexpr char kSchedulePodPrefix[] = "beta.kmm.node.kubernetes.io/version-schedule-pod.";
-// The .device-plugin-target labels `node` should carry (plugin_daemonset.h): not for the
-// Modules `draining` on it, so that their plugin leaves before the driver changes.
+// The .device-plugin-target and .dra-target labels `node` should carry (plugin_daemonset.h,
+// dra_daemonset.h): not for the Modules `draining` on it, so that their plugin leaves
+// before the driver changes.
 Labels TargetLabels(const source::NodeMeta& node, const std::vector<api::Module>& plugins,
                     const std::set<std::string>& draining);
 // version-schedule-pod.<ns>.<name>=<version> for the versioned plugin Modules the node

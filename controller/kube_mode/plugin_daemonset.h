@@ -5,7 +5,8 @@
 // Kubernetes object to create or patch. Pure: the writer that lists, creates and deletes
 // DaemonSets calls it.
 //
-// KMM's shape, field for field: labels module.name and role=device-plugin (plus
+// KMM's shape, field for field (module_daemonset.h builds what the DRA driver shares):
+// labels module.name and role=device-plugin (plus
 // beta.kmm.node.kubernetes.io/version-schedule-pod.<ns>.<name>=<version> for a versioned
 // Module), the same labels as the selector; a controller ownerReference to the Module;
 // priorityClassName system-node-critical; containers "device-plugin-init" (optional) and
@@ -32,22 +33,17 @@
 #include "api/module.h"
 #include "api/node.h"
 #include "common/value.h"
+#include "controller/kube_mode/module_daemonset.h"
 
 namespace kmodd::server {
 
-inline constexpr char kModuleNameLabel[] = "kmm.node.kubernetes.io/module.name";
-inline constexpr char kRoleLabel[] = "kmm.node.kubernetes.io/role";
 inline constexpr char kDevicePluginRole[] = "device-plugin";
-inline constexpr char kDraRole[] = "dra";
 inline constexpr char kKubeletDevicePluginsPath[] = "/var/lib/kubelet/device-plugins";
 
 // kmm.node.kubernetes.io/<ns>.<name>.device-plugin-target: on schedulable selected nodes.
 std::string DevicePluginTargetLabel(const std::string& ns, const std::string& name);
 // kmm.node.kubernetes.io/<ns>.<name>.device-plugin-ready: a plugin Pod there is Ready.
 std::string DevicePluginReadyLabel(const std::string& ns, const std::string& name);
-// beta.kmm.node.kubernetes.io/version-schedule-pod.<ns>.<name>: which version's plugin may
-// run on a node during an ordered upgrade.
-std::string SchedulePodVersionLabel(const std::string& ns, const std::string& name);
 
 // KMM's handleDevicePluginTargetLabels: the node carries .device-plugin-target for a Module
 // with spec.devicePlugin when the Module's selector matches its labels and the node is
@@ -57,17 +53,8 @@ std::string SchedulePodVersionLabel(const std::string& ns, const std::string& na
 bool DevicePluginTargets(const api::Module& m, const std::map<std::string, std::string>& labels,
                          bool unschedulable, const std::vector<api::Taint>& taints);
 
-struct PluginSelection {
-  std::map<std::string, std::string> labels;         // the DaemonSet's, its selector's, its Pods'
-  std::map<std::string, std::string> node_selector;  // where its Pods run
-};
-
 // KMM's generateDevicePluginLabelsAndSelector.
 PluginSelection DevicePluginSelection(const api::Module& m);
-
-// The version a DaemonSet belongs to ("" unversioned): its version-schedule-pod label. One
-// DaemonSet exists per version.
-std::string DaemonSetVersion(const Value& daemon_set, const api::Module& m);
 
 // The DaemonSet for `m` (which has spec.devicePlugin): apiVersion, kind, metadata
 // (namespace, generateName "<name>-device-plugin-", labels, ownerReferences) and spec.

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/names.h"
 #include "common/json.h"
+#include "controller/kube_mode/dra_daemonset.h"
 #include "controller/kube_mode/plugin_daemonset.h"
 
 namespace kmodd::source {

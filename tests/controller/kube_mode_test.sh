@@ -402,6 +402,77 @@ eventually 20 targets_are "" || fail "device-plugin-target stayed on '$(targets)
 k delete module -n kmm-demo kmm-ci-dp --wait=false >/dev/null
 eventually 20 bash -c "! kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get module -n kmm-demo kmm-ci-dp" || fail "kmm-ci-dp still there"
 
+step "a DRA driver: its DaemonSet and DeviceClasses as KMM makes them, a class changed, one removed, a taken name refused, all gone with the Module"
+dra_line() {  # EXPRESSION [SECOND-CLASS]: spec.dra with class a (its CEL selector) and maybe another
+  echo "dra: {driverName: gpu.kmm-ci.example.com, container: {image: '127.0.0.1:5000/dra:1'}, deviceClasses: [{name: a.kmm-ci.example.com, selectors: [{cel: {expression: '$1'}}], config: [{opaque: {driver: gpu.kmm-ci.example.com, parameters: {mode: shared}}}]}${2:+, {name: $2}}]}"
+  echo "  tolerations: [{key: node.kubernetes.io/not-ready, operator: Exists, effect: NoSchedule}]"
+}
+dra_ds() {  # the names of kmm-ci-dra's DRA DaemonSets
+  k get daemonsets -n kmm-demo -l kmm.node.kubernetes.io/module.name=kmm-ci-dra,kmm.node.kubernetes.io/role=dra \
+    -o jsonpath='{.items[*].metadata.name}'
+}
+dra_classes() {  # the names of kmm-ci-dra's DeviceClasses
+  k get deviceclasses -l kmm.node.kubernetes.io/module.name=kmm-ci-dra,kmm.node.kubernetes.io/module.namespace=kmm-demo \
+    -o jsonpath='{.items[*].metadata.name}'
+}
+dra_ds_is() { [[ $(dra_ds) == "$1" ]]; }
+dra_classes_are() { [[ $(dra_classes) == "$1" ]]; }
+module kmm-ci-dra worker '^.+$' "$(dra_line true b.kmm-ci.example.com)"
+eventually 20 bash -c "[[ -n \$(kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get daemonsets -n kmm-demo -l kmm.node.kubernetes.io/module.name=kmm-ci-dra,kmm.node.kubernetes.io/role=dra -o name) ]]" ||
+  fail "no DRA DaemonSet: $(grep -i 'dra\|DeviceClass' "$dir/ctl-a.log" | tail -3)"
+ds=$(dra_ds)
+[[ $ds == kmm-ci-dra-dra-* && $ds != *" "* ]] || fail "DRA DaemonSets: '$ds'"
+k get daemonset -n kmm-demo "$ds" -o json | jq -e '
+  .metadata.ownerReferences[0].kind == "Module" and .metadata.ownerReferences[0].name == "kmm-ci-dra" and
+  .spec.template.spec.hostNetwork == true and
+  .spec.template.spec.priorityClassName == "system-node-critical" and
+  (.spec.template.spec.nodeSelector | keys) == ["kmm.node.kubernetes.io/kmm-demo.kmm-ci-dra.dra-target", "kmm.node.kubernetes.io/kmm-demo.kmm-ci-dra.ready"] and
+  .spec.template.spec.containers[0].name == "dra" and
+  .spec.template.spec.containers[0].securityContext.privileged == true and
+  .spec.template.spec.containers[0].livenessProbe.grpc.port == 51515 and
+  .spec.template.spec.containers[0].livenessProbe.grpc.service == "liveness" and
+  ([.spec.template.spec.containers[0].env[] | select(.name == "HEALTHCHECK_PORT" and .value == "51515")] | length) == 1 and
+  ([.spec.template.spec.containers[0].env[] | select(.name == "NODE_NAME")][0].valueFrom.fieldRef.fieldPath == "spec.nodeName") and
+  ([.spec.template.spec.volumes[].hostPath.path] == ["/var/lib/kubelet/plugins/", "/var/lib/kubelet/plugins_registry/", "/var/run/cdi"])' >/dev/null ||
+  fail "the DRA DaemonSet is not KMM's shape: $(k get daemonset -n kmm-demo "$ds" -o json)"
+eventually 20 dra_classes_are "a.kmm-ci.example.com b.kmm-ci.example.com" || fail "DeviceClasses: '$(dra_classes)'"
+k get deviceclass a.kmm-ci.example.com -o json | jq -e '
+  .spec.selectors == [{"cel": {"expression": "true"}}] and
+  .spec.config[0].opaque.driver == "gpu.kmm-ci.example.com" and .spec.config[0].opaque.parameters.mode == "shared"' >/dev/null ||
+  fail "DeviceClass a: $(k get deviceclass a.kmm-ci.example.com -o json)"
+
+# Class a's selector changed, b dropped, a name someone else's DeviceClass has asked for:
+# a replaced, b deleted, the taken one refused (not taken over) in a DraRefused Event.
+k create -f - >/dev/null <<YAML
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: taken.kmm-ci.example.com}
+spec: {}
+YAML
+module kmm-ci-dra worker '^.+$' "$(dra_line false taken.kmm-ci.example.com)"
+sel_a() { k get deviceclass a.kmm-ci.example.com -o jsonpath='{.spec.selectors[0].cel.expression}'; }
+eventually 20 bash -c "[[ \$(kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get deviceclass a.kmm-ci.example.com -o jsonpath='{.spec.selectors[0].cel.expression}') == false ]]" ||
+  fail "DeviceClass a was not updated: '$(sel_a)'"
+eventually 20 dra_classes_are "a.kmm-ci.example.com" || fail "DeviceClasses after b was removed: '$(dra_classes)'"
+eventually 20 bash -c "kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get events -n kmm-demo --field-selector reason=DraRefused,involvedObject.name=kmm-ci-dra -o jsonpath='{.items[*].message}' | grep -q 'DeviceClass taken.kmm-ci.example.com exists and is not this Module'" ||
+  fail "no DraRefused Event for the taken name: $(k get events -n kmm-demo --field-selector reason=DraRefused -o json)"
+[[ -z $(k get deviceclass taken.kmm-ci.example.com -o jsonpath='{.metadata.labels}') ]] || fail "the taken DeviceClass was relabelled"
+dra_condition() { k get module -n kmm-demo kmm-ci-dra -o jsonpath='{.status.conditions[?(@.type=="DraAccepted")].status} {.status.conditions[?(@.type=="DraAccepted")].message}'; }
+dra_refused_condition() { [[ $(dra_condition) == "False "*"taken.kmm-ci.example.com"* ]]; }
+eventually 20 dra_refused_condition || fail "no DraAccepted=False condition naming the taken class: '$(dra_condition)'"
+dra_targets() { k get nodes -l kmm.node.kubernetes.io/kmm-demo.kmm-ci-dra.dra-target -o jsonpath='{.items[*].metadata.name}'; }
+dra_targets_are() { [[ $(dra_targets) == "$1" ]]; }
+eventually 20 dra_targets_are "sim-0 sim-1" || fail "dra-target on '$(dra_targets)', want sim-0 sim-1"
+dra_ds_is "$ds" || fail "DRA DaemonSets after the change: '$(dra_ds)'"
+
+# The Module deleted: its DaemonSet and DeviceClasses go; someone else's stays.
+k delete module -n kmm-demo kmm-ci-dra --wait=false >/dev/null
+eventually 30 dra_ds_is "" || fail "the DRA DaemonSet stayed after the Module was deleted: '$(dra_ds)'"
+eventually 20 dra_classes_are "" || fail "DeviceClasses stayed after the Module was deleted: '$(dra_classes)'"
+k get deviceclass taken.kmm-ci.example.com >/dev/null || fail "someone else's DeviceClass was deleted"
+eventually 20 dra_targets_are "" || fail "dra-target stayed on '$(dra_targets)' after the Module was deleted"
+eventually 20 bash -c "! kubectl --kubeconfig '$KMODD_KUBE_KUBECONFIG' get module -n kmm-demo kmm-ci-dra" || fail "kmm-ci-dra still there"
+
 step "API server restart and watch expiry: a stopped controller relists and sees what it missed"
 module kmm-ci-b
 eventually 20 status_is kmm-ci-b 2/2/2 || fail "status $(loader kmm-ci-b)"

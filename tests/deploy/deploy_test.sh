@@ -297,6 +297,13 @@ check true "$ctrl" '{"verb":"create","group":"apps","resource":"daemonsets","nam
 check true "$ctrl" '{"verb":"delete","group":"apps","resource":"daemonsets","namespace":"intel-gpu","name":"x"}'
 check false "$ctrl" '{"verb":"create","group":"apps","resource":"daemonsets","namespace":"kube-system"}'
 check false "$ctrl" '{"verb":"create","group":"apps","resource":"daemonsets","namespace":"storage"}'
+# DeviceClasses of Modules' spec.dra: cluster-scoped (the policy confines them).
+check true "$ctrl" '{"verb":"list","group":"resource.k8s.io","resource":"deviceclasses"}'
+check true "$ctrl" '{"verb":"create","group":"resource.k8s.io","resource":"deviceclasses"}'
+check true "$ctrl" '{"verb":"update","group":"resource.k8s.io","resource":"deviceclasses","name":"x"}'
+check true "$ctrl" '{"verb":"delete","group":"resource.k8s.io","resource":"deviceclasses","name":"x"}'
+check false "$ctrl" '{"verb":"create","group":"resource.k8s.io","resource":"resourceslices"}'
+check false "$ctrl" '{"verb":"create","group":"resource.k8s.io","resource":"resourceclaims","namespace":"net-drivers"}'
 check false "$ctrl" '{"verb":"update","resource":"nodes","subresource":"status","name":"worker-1"}'
 check false "$agent" '{"verb":"get","resource":"nodes","name":"worker-1"}'
 check false "$agent" '{"verb":"get","resource":"secrets","namespace":"kmodd-system","name":"kmodd-controller-tls"}'
@@ -379,9 +386,27 @@ expect 403 "create a DaemonSet owned by a Namespace" POST $dss "$(ds dp-a "$owne
 expect 403 "create a DaemonSet owned by another Module than its label names" POST $dss "$(ds dp-b "$(module_owner other)")"
 expect 403 "create a DaemonSet of another role" POST $dss "$(ds dp-c "$(module_owner ice)" module-loader)"
 expect 201 "create a Module's device plugin DaemonSet" POST $dss "$(ds dp-d "$(module_owner ice)")"
+expect 201 "create a Module's DRA DaemonSet" POST $dss "$(ds dra-d "$(module_owner ice)" dra)"
 # (read as the admin: the controller lists DaemonSets, it has no get)
 expect 403 "give it a second owner" PUT $dss/dp-d "$($kube get $dss/dp-d | $py -c "import json,sys; o=json.load(sys.stdin); o['metadata']['ownerReferences'].append($owner); print(json.dumps(o))")"
 expect 403 "create a DaemonSet in kube-system" POST /apis/apps/v1/namespaces/kube-system/daemonsets "$(ds dp-e "$(module_owner ice)")"
+
+# A DeviceClass: only one labelled as a Module's, and never another's taken over.
+dcs=/apis/resource.k8s.io/v1/deviceclasses
+dc() { # NAME LABELS-JSON: a DeviceClass
+  echo "{\"metadata\":{\"name\":\"$1\",\"labels\":$2},\"spec\":{}}"
+}
+mod_labels='{"kmm.node.kubernetes.io/module.name":"ice","kmm.node.kubernetes.io/module.namespace":"net-drivers"}'
+expect 403 "create a DeviceClass with no Module's labels" POST $dcs "$(dc dc-a '{}')"
+expect 403 "create a DeviceClass without the module.namespace label" POST $dcs "$(dc dc-b '{"kmm.node.kubernetes.io/module.name":"ice"}')"
+expect 201 "create a Module's DeviceClass" POST $dcs "$(dc dc-c "$mod_labels")"
+expect 403 "give it an owner" PUT $dcs/dc-c "$($kube get $dcs/dc-c | $py -c "import json,sys; o=json.load(sys.stdin); o['metadata']['ownerReferences']=[$owner]; print(json.dumps(o))")"
+expect 403 "move it to another Module" PUT $dcs/dc-c "$($kube get $dcs/dc-c | $py -c "import json,sys; o=json.load(sys.stdin); o['metadata']['labels']['kmm.node.kubernetes.io/module.name']='other'; print(json.dumps(o))")"
+expect 200 "update a Module's DeviceClass" PUT $dcs/dc-c "$($kube get $dcs/dc-c | $py -c "import json,sys; o=json.load(sys.stdin); o['spec']['selectors']=[{'cel':{'expression':'true'}}]; print(json.dumps(o))")"
+$kube request POST $dcs "$(dc someone-else '{}')" >/dev/null
+expect 403 "take over someone else's DeviceClass" PUT $dcs/someone-else "$($kube get $dcs/someone-else | $py -c "import json,sys; o=json.load(sys.stdin); o['metadata']['labels']=$mod_labels; print(json.dumps(o))")"
+expect 403 "delete someone else's DeviceClass" DELETE $dcs/someone-else
+expect 200 "delete a Module's DeviceClass" DELETE $dcs/dc-c
 
 step "the admission policy confines the controller's Node and Module writes"
 cat >"$work/node.yaml" <<'EOF'

@@ -2,16 +2,11 @@
 
 #include <catch2/catch.hpp>
 
-#include <cstdio>
 #include <string>
 #include <vector>
 
-#include "api/decode.h"
 #include "common/json.h"
-#include "controller/kube_mode/plugin_daemonset.h"
-#include "tests/controller/kube_mode/fake_writer_view.h"
-#include "tests/fakes/fake_clock.h"
-#include "tests/fakes/fake_kube_client.h"
+#include "tests/controller/kube_mode/writer_harness.h"
 
 using kmodd::IntAt;
 using kmodd::StringAt;
@@ -22,16 +17,6 @@ using kmodd::server::ReconcileResult;
 namespace {
 
 const std::string kDaemonSets = kmodd::kube::ResourcePath("apps/v1", "daemonsets", "drivers");
-
-kmodd::api::Module Decode(const std::string& spec) {
-  const std::string text =
-      "apiVersion: kmm.sigs.x-k8s.io/v1beta1\nkind: Module\n"
-      "metadata: {name: gpu, namespace: drivers, uid: u-1}\n" + spec;
-  kmodd::api::Decoded d = kmodd::api::DecodeDocuments(text, "module.yaml");
-  REQUIRE(d.errors.empty());
-  REQUIRE(d.modules.size() == 1);
-  return d.modules[0].object;
-}
 
 std::string Loader(const std::string& version, const std::string& plugin_image) {
   std::string out = "spec:\n  selector: {gpu: \"true\"}\n  moduleLoader:\n    container:\n";
@@ -46,61 +31,13 @@ std::string Loader(const std::string& version, const std::string& plugin_image) 
   return out;
 }
 
-struct Harness {
-  Harness() : devnull(std::fopen("/dev/null", "w")), log(devnull), events(api, clock, "kmm", "t"),
-              writer(api, events, log) {
-    kmodd::source::ModuleMeta meta;
-    meta.ns = "drivers";
-    meta.name = "gpu";
-    meta.uid = "u-1";
-    view.metas["drivers/gpu"] = meta;
-  }
-  ~Harness() { std::fclose(devnull); }
-
-  void Set(const std::string& spec) { view.objects["drivers/gpu"] = Decode(spec); }
-  ReconcileResult Run() { return writer.Reconcile(view, "drivers/gpu"); }
-  std::vector<Value> DaemonSets() {
-    std::vector<Value> out;
-    for (auto& [name, ds] : api.Objects(kDaemonSets)) {
-      out.push_back(ds);
-    }
-    return out;
-  }
-  size_t Writes() {
-    size_t n = 0;
-    for (const std::string& c : api.calls()) {
-      n += c.rfind("POST " + kDaemonSets, 0) == 0 || c.rfind("PUT " + kDaemonSets, 0) == 0 ||
-                   c.rfind("DELETE " + kDaemonSets, 0) == 0
-               ? 1
-               : 0;
-    }
-    return n;
-  }
-  std::vector<std::string> ModuleEvents() {
-    std::vector<std::string> out;
-    for (const auto& [name, e] :
-         api.Objects(kmodd::kube::ResourcePath("v1", "events", "drivers"))) {
-      out.push_back(StringAt(e, {"reason"}) + ": " + StringAt(e, {"message"}));
-    }
-    return out;
-  }
-
-  std::FILE* devnull;
-  kmodd::Logger log;
-  kmodd::kube::FakeKubeClient api;
-  kmodd::FakeClock clock;
-  kmodd::kube::EventRecorder events;
-  kmodd::testing::FakeWriterView view;
-  DevicePluginWriter writer;
+struct Harness : kmodd::testing::WriterHarness<DevicePluginWriter> {
+  std::vector<Value> DaemonSets() { return Objects(kDaemonSets); }
+  size_t Writes() { return WriterHarness::Writes(kDaemonSets); }
 };
 
-bool IsOk(const ReconcileResult& r) { return r.error.ok() && r.requeue_after.count() == 0; }
-
-std::string Image(const Value& ds) {
-  const Value* c = kmodd::Lookup(ds, {"spec", "template", "spec", "containers"});
-  return c != nullptr && c->IsList() && !c->AsList().empty() ? StringAt(c->AsList()[0], {"image"})
-                                                              : "";
-}
+using kmodd::testing::Image;
+using kmodd::testing::IsOk;
 
 }  // namespace
 

@@ -63,6 +63,7 @@ TEST_CASE("kmodd owns the KMM ready, version-ready, plugin and kernel labels, an
            {"kmm.node.kubernetes.io/ns.a.device-plugin-ready", true},
            {"kmm.node.kubernetes.io/ns.a.dra-ready", true},
            {"kmm.node.kubernetes.io/ns.a.device-plugin-target", true},
+           {"kmm.node.kubernetes.io/ns.a.dra-target", true},
            {"beta.kmm.node.kubernetes.io/version-schedule-pod.ns.a", true},
            {"beta.kmm.node.kubernetes.io/version-worker-pod.ns.a", false},  // KMM's, unused
            {"kmm.node.kubernetes.io/ns.a.dra-ready.x", false},
@@ -724,14 +725,18 @@ TEST_CASE("Kubernetes mode: node labels follow each report at once; Module statu
 
 namespace {
 
-// Module ns/a gains a spec.devicePlugin on the API server.
-void AddDevicePlugin(WriterHarness& h) {
+// Module ns/a gains spec.<field> = `json` on the API server.
+void AddToSpec(WriterHarness& h, const char* field, const char* json) {
   auto m = h.api.Get(h.kModules + "/a");
   REQUIRE(m.ok());
-  auto plugin = kmodd::ParseJson(R"({"container":{"image":"r/plugin:1"}})");
-  REQUIRE(plugin.ok());
-  Value spec = kmodd::With(*kmodd::Lookup(*m, {"spec"}), "devicePlugin", *plugin);
+  auto added = kmodd::ParseJson(json);
+  REQUIRE(added.ok());
+  Value spec = kmodd::With(*kmodd::Lookup(*m, {"spec"}), field, *added);
   REQUIRE(h.api.Update(h.kModules + "/a", kmodd::With(*m, "spec", spec)).ok());
+}
+
+void AddDevicePlugin(WriterHarness& h) {
+  AddToSpec(h, "devicePlugin", R"({"container":{"image":"r/plugin:1"}})");
 }
 
 }  // namespace
@@ -747,6 +752,23 @@ TEST_CASE("Kubernetes mode: a Module with a device plugin gets its DaemonSet fro
   const auto ds = h.api.Objects(kmodd::kube::ResourcePath("apps/v1", "daemonsets", "ns"));
   REQUIRE(ds.size() == 1);
   CHECK(ds.begin()->first.rfind("a-device-plugin-", 0) == 0);
+}
+
+TEST_CASE("Kubernetes mode: a Module with a DRA driver gets its DaemonSet and DeviceClasses from the writer") {
+  WriterHarness h;
+  AddToSpec(h, "dra", R"({"driverName":"gpu.example.com","container":{"image":"r/dra:1"},
+                          "deviceClasses":[{"name":"gpu.example.com"}]})");
+  REQUIRE(Eventually([&] {
+    auto hm = h.hub.ModuleObject("ns/a");
+    return hm && hm->spec.dra.has_value();
+  }));
+  h.writer->SyncOnce();
+  const auto ds = h.api.Objects(kmodd::kube::ResourcePath("apps/v1", "daemonsets", "ns"));
+  REQUIRE(ds.size() == 1);
+  CHECK(ds.begin()->first.rfind("a-dra-", 0) == 0);
+  const auto classes = h.api.Objects("/apis/resource.k8s.io/v1/deviceclasses");
+  REQUIRE(classes.size() == 1);
+  CHECK(classes.begin()->first == "gpu.example.com");
 }
 
 TEST_CASE("Kubernetes mode: a device plugin Module's target label reaches its nodes through the writer") {

@@ -375,3 +375,29 @@ TEST_CASE("node labeler: .device-plugin-ready and .dra-ready follow the Ready Po
   // No Node Event for these labels.
   CHECK(h.NodeEvents().empty());
 }
+
+TEST_CASE("node labeler: a DRA driver gets kmodd's .dra-target by the device plugin's rule") {
+  Harness h;
+  h.AddNode("w1", {{"role", "worker"}});
+  const std::string text =
+      "apiVersion: kmm.sigs.x-k8s.io/v1beta1\nkind: Module\nmetadata: {name: a, namespace: ns}\n"
+      "spec:\n  selector: {role: worker}\n"
+      "  dra: {driverName: gpu.example.com, container: {image: 'r/dra:1'}}\n";
+  kmodd::api::Decoded d = kmodd::api::DecodeDocuments(text, "m.yaml");
+  REQUIRE(d.errors.empty());
+  h.view.plugin_modules = {d.modules[0].object};
+  h.view.records["w1"] = Reported("w1", true, {});
+  CHECK(IsOk(h.labeler.Reconcile(h.view, "w1")));
+  CHECK(h.LabelsOf("w1") ==
+        Labels{{"role", "worker"}, {"kmm.node.kubernetes.io/ns.a.dra-target", ""}});
+  // Draining (its driver about to change) or cordoned: off.
+  h.Watched("w1");
+  h.view.draining["w1"] = {"ns/a"};
+  CHECK(IsOk(h.labeler.Reconcile(h.view, "w1")));
+  CHECK(h.LabelsOf("w1") == Labels{{"role", "worker"}});
+  h.Watched("w1");
+  h.view.draining.clear();
+  h.view.nodes["w1"].unschedulable = true;
+  CHECK(IsOk(h.labeler.Reconcile(h.view, "w1")));
+  CHECK(h.LabelsOf("w1") == Labels{{"role", "worker"}});
+}

@@ -2,14 +2,12 @@
 
 #include <catch2/catch.hpp>
 
-#include <set>
 #include <string>
 
-#include "api/decode.h"
 #include "common/json.h"
+#include "tests/controller/kube_mode/module_fixtures.h"
 
 using kmodd::Lookup;
-using kmodd::ParseJson;
 using kmodd::StringAt;
 using kmodd::Value;
 using kmodd::server::DaemonSetVersion;
@@ -17,55 +15,16 @@ using kmodd::server::DevicePluginDaemonSet;
 
 namespace {
 
-kmodd::api::Module Decode(const std::string& spec) {
-  const std::string text = "apiVersion: kmm.sigs.x-k8s.io/v1beta1\nkind: Module\n"
-                           "metadata: {name: gpu, namespace: drivers, uid: 0c0ffee0-0000-4000-8000-000000000001}\n" +
-                           spec;
-  kmodd::api::Decoded d = kmodd::api::DecodeDocuments(text, "module.yaml");
-  INFO(text);
-  REQUIRE(d.errors.empty());
-  REQUIRE(d.modules.size() == 1);
-  return d.modules[0].object;
-}
+using kmodd::testing::CheckMountsAreValid;
+using kmodd::testing::Json;
 
-Value Json(const std::string& text) {
-  absl::StatusOr<Value> v = ParseJson(text);
-  REQUIRE(v.ok());
-  return *v;
-}
+kmodd::api::Module Decode(const std::string& spec) { return kmodd::testing::DecodeModule(spec); }
 
 Value Build(const std::string& spec) {
   absl::StatusOr<Value> ds = DevicePluginDaemonSet(Decode(spec));
   INFO(ds.status().ToString());
   REQUIRE(ds.ok());
   return *ds;
-}
-
-// What the API server checks of a Pod's mounts and volumes ("must be unique", "not found").
-void CheckMountsAreValid(const Value& ds) {
-  const Value* pod = Lookup(ds, {"spec", "template", "spec"});
-  REQUIRE(pod != nullptr);
-  std::set<std::string> volumes;
-  if (const Value* vs = pod->Find("volumes")) {
-    for (const Value& v : vs->AsList()) {
-      CHECK(volumes.insert(StringAt(v, {"name"})).second);
-    }
-  }
-  for (const char* list : {"initContainers", "containers"}) {
-    const Value* cs = pod->Find(list);
-    if (cs == nullptr) {
-      continue;
-    }
-    for (const Value& c : cs->AsList()) {
-      std::set<std::string> paths;
-      if (const Value* ms = c.Find("volumeMounts")) {
-        for (const Value& m : ms->AsList()) {
-          CHECK(paths.insert(StringAt(m, {"mountPath"})).second);
-          CHECK(volumes.count(StringAt(m, {"name"})) == 1);
-        }
-      }
-    }
-  }
 }
 
 }  // namespace
@@ -140,15 +99,7 @@ TEST_CASE("the device plugin DaemonSet is KMM's, field for field") {
 }
 
 TEST_CASE("the device plugin DaemonSet of a versioned Module belongs to that version") {
-  const Value ds = Build(R"(spec:
-  selector: {gpu: "true"}
-  moduleLoader:
-    container:
-      version: v2
-      modprobe: {moduleName: gpu}
-      kernelMappings: [{regexp: '^.+$', containerImage: 'reg/gpu:v2'}]
-  devicePlugin: {container: {image: 'reg/plugin:2'}}
-)");
+  const Value ds = Build(kmodd::testing::VersionedLoader("v2") + "  devicePlugin: {container: {image: 'reg/plugin:2'}}\n");
   const std::string label = "beta.kmm.node.kubernetes.io/version-schedule-pod.drivers.gpu";
   CHECK(StringAt(ds, {"metadata", "labels", label}) == "v2");
   CHECK(StringAt(ds, {"spec", "selector", "matchLabels", label}) == "v2");
