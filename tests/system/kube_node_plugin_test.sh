@@ -20,6 +20,11 @@
 #   4. delete: the DaemonSet deleted < the plugin Pod gone < the node's module Gone < the
 #      finalizer removed; then no DaemonSet, no kmm label on the Node, no
 #      version-schedule-pod label.
+#   Beside them, from before step 1 to after step 3, a DRA Module (an in-tree driver: no
+#   moduleLoader) whose driver is the test plugin standing in (it answers the gRPC liveness
+#   probe KMM's DRA DaemonSet sets; it does not speak the DRA kubelet API): its DaemonSet's
+#   Pod runs on the node (host network) and stays live past the probe's first checks,
+#   .dra-ready, status.dra 1/1/1, its DeviceClass; deleted, nothing of it is left.
 # The figures (Loaded -> .ready -> plugin Ready -> allocatable) are printed as "# figure"
 # lines; docs/performance.md quotes them.
 #
@@ -199,6 +204,25 @@ on_node="e.get('node') == '$node'"
 ready_write="e.get('msg', '').startswith('node labels updated') and e.get('node') == '$node' and '\"$pfx.ready\":\"\"' in e.get('patch', '')"
 dp_ready_write="e.get('msg', '').startswith('node labels updated') and e.get('node') == '$node' and '\"$pfx.device-plugin-ready\":\"\"' in e.get('patch', '')"
 
+# --- the DRA Module, beside the rest -----------------------------------------------------------
+dra_pods() { kubectl get pods -n kmm-demo -l kmm.node.kubernetes.io/module.name=kmm-ci-dra,kmm.node.kubernetes.io/role=dra -o json; }
+dra_ready() { [[ $(dra_pods | jq '[.items[] | select(.status.conditions[]? | .type == "Ready" and .status == "True")] | length') == 1 ]]; }
+kubectl apply -f - >/dev/null <<YAML || fail "cannot create the DRA Module"
+apiVersion: kmm.sigs.x-k8s.io/v1beta1
+kind: Module
+metadata: {name: kmm-ci-dra, namespace: kmm-demo}
+spec:
+  selector: {kmodd.io/demo: "true"}
+  dra:
+    driverName: dra.kmodd.test
+    container:
+      image: $KMODD_TEST_DEVICE_PLUGIN_IMAGE
+      args: [--resource, dra-widget, --plugin-dir, /var/lib/kubelet/plugins, --health-address, "127.0.0.1:51515"]
+    deviceClasses:
+      - {name: widget.dra.kmodd.test, selectors: [{cel: {expression: 'device.driver == "dra.kmodd.test"'}}]}
+YAML
+t_dra=$(ms)
+
 # --- 1. create --------------------------------------------------------------------------------
 t_apply=$(ms)
 module_apply v1 || fail "cannot create the Module"
@@ -291,6 +315,29 @@ for line in open(path):
             print("reported before the plugin Pod was gone:", line.strip()); sys.exit(1)
 PY
 note "3. upgrade: plugin Pod gone < agent on v2 < v2 Loaded < v2 plugin Ready; v1 DaemonSet deleted"
+
+# --- the DRA Module: live all along, then deleted ---------------------------------------------------
+eventually 60 dra_ready || fail "the DRA driver's Pod is not Ready: $(dra_pods | jq -c '[.items[].status]')"
+# Past the liveness probe's first checks (initial delay 30 s, every 10 s): never restarted.
+while (( $(ms) - t_dra < 45000 )); do sleep 1; done
+dra_ready || fail "the DRA driver's Pod is no longer Ready"
+[[ $(dra_pods | jq '[.items[].status.containerStatuses[]?.restartCount] | add') == 0 ]] \
+  || fail "the DRA driver's Pod restarted (its gRPC liveness probe failed?): $(kubectl get events -n kmm-demo --field-selector reason=Unhealthy -o jsonpath='{.items[*].message}')"
+[[ $(dra_pods | jq -r '.items[0].spec.hostNetwork') == true ]] || fail "the DRA Pod is not on the host network"
+eventually 30 has_label kmm.node.kubernetes.io/kmm-demo.kmm-ci-dra.dra-ready || fail "no .dra-ready label"
+dra_status() { kubectl get module -n kmm-demo kmm-ci-dra -o jsonpath='{.status.dra.nodesMatchingSelectorNumber}/{.status.dra.desiredNumber}/{.status.dra.availableNumber}'; }
+eventually 30 bash -c "[[ \$(kubectl get module -n kmm-demo kmm-ci-dra -o jsonpath='{.status.dra.availableNumber}') == 1 ]]" \
+  || fail "status.dra is $(dra_status), want 1/1/1"
+[[ $(dra_status) == 1/1/1 ]] || fail "status.dra is $(dra_status), want 1/1/1"
+kubectl get deviceclass widget.dra.kmodd.test >/dev/null || fail "no DeviceClass widget.dra.kmodd.test"
+kubectl delete module -n kmm-demo kmm-ci-dra --wait=false >/dev/null || fail "cannot delete the DRA Module"
+eventually 60 bash -c "! kubectl get module -n kmm-demo kmm-ci-dra" || fail "the DRA Module is still there"
+eventually 60 bash -c "[[ \$(kubectl get pods -n kmm-demo -l kmm.node.kubernetes.io/role=dra -o name | wc -l) == 0 ]]" \
+  || fail "the DRA Pod stayed"
+eventually 30 bash -c "! kubectl get deviceclass widget.dra.kmodd.test" || fail "the DeviceClass stayed"
+eventually 30 no_label kmm.node.kubernetes.io/kmm-demo.kmm-ci-dra.dra-ready || fail ".dra-ready stayed"
+no_label kmm.node.kubernetes.io/kmm-demo.kmm-ci-dra.dra-target || fail ".dra-target stayed"
+note "DRA: the driver's Pod ran on the node on the host network, live past its gRPC probe, .dra-ready, status.dra 1/1/1, its DeviceClass; deleted, all gone"
 
 # --- 4. delete ----------------------------------------------------------------------------------
 t_delete=$(ms)

@@ -36,6 +36,10 @@ TEST_CASE("test device plugin options: a name becomes kmodd.test/<name> with N d
   CHECK(full->resource == "kmodd.test/gpu.a_1");
   CHECK(full->count == 1);
   CHECK(full->plugin_dir == "/var/lib/kubelet/device-plugins");
+  CHECK(full->health_address.empty());
+  auto health = tdp::ParseOptions({"--resource=w", "--health-address", "127.0.0.1:51515"});
+  REQUIRE(health.ok());
+  CHECK(health->health_address == "127.0.0.1:51515");
 }
 
 TEST_CASE("test device plugin options: bad input is refused naming the flag") {
@@ -64,6 +68,11 @@ TEST_CASE("test device plugin options: bad input is refused naming the flag") {
       {{"--resource", "w", "--health-file", "/a\x01"}, "--health-file"},
       {{"--resource", "w", "--plugin-dir", ""}, "--plugin-dir"},
       {{"--resource", "w", "--poll-interval-ms", "1"}, "--poll-interval-ms"},
+      {{"--resource", "w", "--health-address", "0.0.0.0:51515"}, "--health-address"},
+      {{"--resource", "w", "--health-address", "127.0.0.1:0"}, "--health-address"},
+      {{"--resource", "w", "--health-address", "127.0.0.1:65536"}, "--health-address"},
+      {{"--resource", "w", "--health-address", "127.0.0.1:x"}, "--health-address"},
+      {{"--resource", "w", "--health-address", "127.0.0.1"}, "--health-address"},
       {{"--resource", "w", "--bogus", "1"}, "unknown flag --bogus"},
       {{"--resource", "w", "stray"}, "unexpected argument \"stray\""},
   };

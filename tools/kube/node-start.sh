@@ -238,6 +238,9 @@ start_node() {
   : >"$node/created"
   [[ -d /var/lib/kubelet ]] || echo /var/lib/kubelet >>"$node/created"
   [[ -d $dp_dir ]] || echo "$dp_dir" >>"$node/created"
+  for d in "${dra_dirs[@]}"; do
+    [[ -d $d ]] || { echo "$d" >>"$node/created"; mkdir -p "$d"; }
+  done
   [[ -d /var/log/containers ]] || echo /var/log/containers >>"$node/created"
   [[ -d /var/log/pods ]] || echo /var/log/pods >>"$node/created"
   # A kubelet.sock there now is a leftover (we hold the lock): the kubelet replaces it.

@@ -86,7 +86,7 @@ sweep_mounts() {
 }
 
 # Outside DIR: the device-plugin directory (the kubelet's socket and checkpoint, plugins'
-# sockets), the /var/log/containers links into DIR, and the directories start found absent.
+# sockets), the sockets in the DRA directories, the /var/log/containers links into DIR, and the directories start found absent.
 # Only while no other node holds the machine's lock: another one's files are not ours.
 sweep_machine() {
   local f
@@ -100,6 +100,9 @@ sweep_machine() {
     find "$dp_dir" -mindepth 1 -maxdepth 1 \( -type s -o -name kubelet_internal_checkpoint \) \
       -delete 2>/dev/null || true
   fi
+  for d in "${dra_dirs[@]}"; do
+    [[ -d $d ]] && find "$d" -mindepth 1 -maxdepth 1 -type s -delete 2>/dev/null
+  done
   if [[ -d /var/log/containers ]]; then
     find /var/log/containers -maxdepth 1 -type l -lname "$node/*" -delete 2>/dev/null || true
   fi

@@ -3,6 +3,7 @@
 #include <cctype>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/flags.h"
 
@@ -49,6 +50,7 @@ std::string Usage() {
   return absl::StrCat(
       "usage: kmodd-test-device-plugin --resource NAME [--count N] [--health-file PATH]\n"
       "                                [--plugin-dir DIR] [--poll-interval-ms N]\n"
+      "                                [--health-address 127.0.0.1:PORT]\n"
       "Advertises N devices of ", kResourceDomain, "/NAME to the kubelet (deviceplugin/v1beta1).\n");
 }
 
@@ -105,6 +107,21 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
             absl::StrCat("how often the health file and the sockets are looked at\n(",
                          kMinPollMs, " to ", kMaxPollMs, ", default 1000)"),
             &poll_ms, {kMinPollMs, kMaxPollMs});
+  flags.Custom("--health-address", "127.0.0.1:PORT",
+               "serve gRPC health (\"\" and \"liveness\" SERVING) on loopback,\n"
+               "for a gRPC liveness probe of a host-network Pod",
+               [&o](const std::string& value) {
+                 int port = 0;
+                 const std::string prefix = "127.0.0.1:";
+                 if (value.rfind(prefix, 0) != 0 ||
+                     !absl::SimpleAtoi(value.substr(prefix.size()), &port) || port < 1 ||
+                     port > 65535) {
+                   return absl::InvalidArgumentError(
+                       "want 127.0.0.1:PORT (loopback only), PORT 1 to 65535");
+                 }
+                 o.health_address = value;
+                 return absl::OkStatus();
+               });
   absl::StatusOr<flags::FlagSet::Outcome> outcome = flags.Parse(args);
   if (!outcome.ok()) {
     return outcome.status();

@@ -24,10 +24,13 @@ struct Options {
   std::string health_file;    // empty: every device always Healthy
   std::string plugin_dir{kKubeletDevicePluginDir};
   std::chrono::milliseconds poll_interval{1000};
+  // "127.0.0.1:PORT": serve grpc.health.v1.Health there, services "" and "liveness"
+  // SERVING (what KMM's DRA DaemonSet probes); empty: none.
+  std::string health_address;
 };
 
 // args excludes argv[0]. Flags: --resource NAME (required), --count N, --health-file PATH,
-// --plugin-dir DIR, --poll-interval-ms N; each as "--flag value" or "--flag=value".
+// --plugin-dir DIR, --poll-interval-ms N, --health-address 127.0.0.1:PORT; each as "--flag value" or "--flag=value".
 // InvalidArgument names the flag and what to write instead; Cancelled carries the --help
 // text.
 [[nodiscard]] absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args);

@@ -34,6 +34,8 @@ class Runner {
   std::string kubelet_socket() const { return kubelet_socket_; }
 
  private:
+  // Serve, register and watch (Run, less the health server).
+  absl::Status Serve();
   // The health as the file says now; `previous` when the file cannot be read or parsed
   // (logged once per distinct error).
   Health ReadHealth(const Health& previous);
