@@ -74,3 +74,34 @@ EOF
 sec() {  # sec FILE NAME: the lines of section NAME in the guest's output FILE
   awk -v s="=== $2" '$0 == s {on = 1; next} /^=== / {on = 0} on' "$1"
 }
+
+# --- the Kubernetes-mode guest (kube_system_test.sh, kube_node_plugin_test.sh) -------------
+# kube_guest_agent NODE CTL_PORT [ARG...]: $tmp/guest/agent.sh, which starts the real agent
+# in the guest as NODE against the controller at 10.0.2.2:CTL_PORT, with the CA and token
+# the host put in $tmp/guest/etc (the guest's /etc/kmodd), its pid in /run/agent.pid.
+kube_guest_agent() {
+  local node=$1 port=$2
+  shift 2
+  cat >"$tmp/guest/agent.sh" <<EOF
+mkdir -p /var/lib/kmodd
+/usr/bin/kmodd-agent run --node-name $node --controller 10.0.2.2:$port \\
+  --ca /etc/kmodd/ca.crt --token-file /etc/kmodd/token \\
+  --state-dir /var/lib/kmodd --firmware-dir /var/lib/kmodd/firmware --firmware-class-path \\
+  $* >>/run/kmodd-agent.log 2>&1 &
+echo \$! >/run/agent.pid
+EOF
+}
+
+# kube_guest_boot TIMEOUT: boots the guest on its network with the agent and agentctl (from
+# $tmp/bin), $tmp/guest as /kmodd-test and its etc as /etc/kmodd, a state disk, running
+# /kmodd-test/boot1.sh; its output in $tmp/vm1.out (stderr vm1.err), kernel log $tmp/dmesg1.
+# Sets vm_pid and vm_err (eventually_guard) and adds the pid to pids.
+kube_guest_boot() {
+  "$harness_src/tools/vm/run" --net --state "$tmp/state.img" --timeout "$1" --mem 768M \
+    --bin "$tmp/bin/kmodd-agent:/usr/bin/kmodd-agent" --bin "$tmp/bin/agentctl:/usr/bin/agentctl" \
+    --tree "$tmp/guest:/kmodd-test" --tree "$tmp/guest/etc:/etc/kmodd" \
+    --dmesg "$tmp/dmesg1" -- sh /kmodd-test/boot1.sh >"$tmp/vm1.out" 2>"$tmp/vm1.err" &
+  vm_pid=$!
+  vm_err=$tmp/vm1.err
+  pids+=("$vm_pid")
+}

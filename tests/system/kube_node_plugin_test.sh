@@ -119,14 +119,7 @@ pids+=($!)
 eventually 30 kubectl -n "$ns" get configmap kmodd-ca || fail "the controller published no CA"
 kubectl -n "$ns" get configmap kmodd-ca -o jsonpath='{.data.ca\.crt}' >"$tmp/guest/etc/ca.crt"
 director_start "$tmp/director"
-cat >"$tmp/guest/agent.sh" <<EOF
-mkdir -p /var/lib/kmodd
-/usr/bin/kmodd-agent run --node-name $node --controller 10.0.2.2:$ctl_port \\
-  --ca /etc/kmodd/ca.crt --token-file /etc/kmodd/token \\
-  --state-dir /var/lib/kmodd --firmware-dir /var/lib/kmodd/firmware --firmware-class-path \\
-  >>/run/kmodd-agent.log 2>&1 &
-echo \$! >/run/agent.pid
-EOF
+kube_guest_agent "$node" "$ctl_port"
 director_guest_lib "$tmp/guest/lib.sh"
 cat >"$tmp/guest/boot1.sh" <<'EOF'
 . /kmodd-test/lib.sh
@@ -138,13 +131,7 @@ section done.modules; grep "^kmm_ci_fw " /proc/modules
 stop_agent
 section agent.log; cat /run/kmodd-agent.log
 EOF
-"$root/tools/vm/run" --net --state "$tmp/state.img" --timeout 1000 --mem 768M \
-  --bin "$tmp/bin/kmodd-agent:/usr/bin/kmodd-agent" --bin "$tmp/bin/agentctl:/usr/bin/agentctl" \
-  --tree "$tmp/guest:/kmodd-test" --tree "$tmp/guest/etc:/etc/kmodd" \
-  --dmesg "$tmp/dmesg1" -- sh /kmodd-test/boot1.sh >"$tmp/vm1.out" 2>"$tmp/vm1.err" &
-vm_pid=$!
-vm_err=$tmp/vm1.err
-pids+=("$vm_pid")
+kube_guest_boot 1000
 eventually 180 grep -q "\"agent connected\",\"node\":\"$node\"" "$tmp/controller.log" \
   || fail "the VM's agent never connected as $node"
 note "the VM's agent is served as $node"

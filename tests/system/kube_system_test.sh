@@ -99,14 +99,7 @@ director_start "$tmp/director"
 echo "${digest_v2:7:12}" >"$tmp/director/v2"
 
 # --- the guest ---------------------------------------------------------------------------
-cat >"$tmp/guest/agent.sh" <<EOF
-mkdir -p /var/lib/kmodd
-/usr/bin/kmodd-agent run --node-name kmodd-vm --controller 10.0.2.2:$ctl_port \\
-  --ca /etc/kmodd/ca.crt --token-file /etc/kmodd/token \\
-  --state-dir /var/lib/kmodd --firmware-dir /var/lib/kmodd/firmware --firmware-class-path \\
-  --metrics 127.0.0.1:9464 >>/run/kmodd-agent.log 2>&1 &
-echo \$! >/run/agent.pid
-EOF
+kube_guest_agent kmodd-vm "$ctl_port" --metrics 127.0.0.1:9464
 director_guest_lib "$tmp/guest/lib.sh"
 cat >"$tmp/guest/boot1.sh" <<'EOF'
 . /kmodd-test/lib.sh
@@ -134,13 +127,7 @@ section uninstalled.left; ls -A /var/lib/kmodd | grep -vx 'lost+found'; ls -d /r
 section uninstalled.fwpath; cat /sys/module/firmware_class/parameters/path
 section boot1.log; cat /run/kmodd-agent.log
 EOF
-"$root/tools/vm/run" --net --state "$tmp/state.img" --timeout 600 --mem 768M \
-  --bin "$tmp/bin/kmodd-agent:/usr/bin/kmodd-agent" --bin "$tmp/bin/agentctl:/usr/bin/agentctl" \
-  --tree "$tmp/guest:/kmodd-test" --tree "$tmp/guest/etc:/etc/kmodd" \
-  --dmesg "$tmp/dmesg1" -- sh /kmodd-test/boot1.sh >"$tmp/vm1.out" 2>"$tmp/vm1.err" &
-vm_pid=$!
-vm_err=$tmp/vm1.err
-pids+=("$vm_pid")
+kube_guest_boot 600
 expect_sec() {  # expect_sec SECTION TEXT
   sec "$tmp/vm1.out" "$1" | grep -qF -- "$2" || { show "$tmp/vm1.out"; fail "section $1: missing \"$2\""; }
 }

@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/decode.h"
 #include "controller/server/hub.h"
+#include "tests/fakes/fake_clock.h"
 
 namespace kmodd::testing {
 
@@ -35,5 +38,19 @@ inline api::Module MakeModule(const std::string& name, const std::string& image)
   REQUIRE(m.ok());
   return *m;
 }
+
+// A hub on a fake clock (at unix 1,000,000 ms) that logs to /dev/null, forgetting nodes
+// away for 10 minutes.
+struct HubHarness {
+  HubHarness() : devnull(std::fopen("/dev/null", "w")), log(devnull),
+                 hub({"run", std::chrono::minutes(10)}, clock, log) {}
+  ~HubHarness() { std::fclose(devnull); }
+  HubHarness(const HubHarness&) = delete;
+  HubHarness& operator=(const HubHarness&) = delete;
+  std::FILE* devnull;
+  Logger log;
+  FakeClock clock{absl::FromUnixMillis(1'000'000)};
+  server::Hub hub;
+};
 
 }  // namespace kmodd::testing

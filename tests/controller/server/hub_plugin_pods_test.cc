@@ -68,15 +68,7 @@ kmodd::v1::NodeReport Loaded(const std::string& image) {
   return r;
 }
 
-struct Harness {
-  Harness() : devnull(std::fopen("/dev/null", "w")), log(devnull),
-              hub({"run", std::chrono::minutes(10)}, clock, log) {}
-  ~Harness() { std::fclose(devnull); }
-  std::FILE* devnull;
-  kmodd::Logger log;
-  kmodd::FakeClock clock{absl::FromUnixMillis(1'000'000)};
-  Hub hub;
-};
+using Harness = kmodd::testing::HubHarness;
 
 const NodePluginPods kPodOfA{{"demo/a", ModulePods{true, false}}};
 

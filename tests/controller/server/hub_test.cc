@@ -39,15 +39,7 @@ kmodd::v1::NodeInfo Info(const std::string& name, bool worker) {
   return i;
 }
 
-struct Harness {
-  Harness() : devnull(std::fopen("/dev/null", "w")), log(devnull),
-              hub({"run", std::chrono::minutes(10)}, clock, log) {}
-  ~Harness() { std::fclose(devnull); }
-  std::FILE* devnull;
-  kmodd::Logger log;
-  kmodd::FakeClock clock{absl::FromUnixMillis(1'000'000)};
-  Hub hub;
-};
+using Harness = kmodd::testing::HubHarness;
 
 }  // namespace
 
