@@ -20,6 +20,7 @@
 
 #include "common/log.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "tests/fakes/fake_clock.h"
 #include "tests/temp_dir.h"
 #include "tools/test-device-plugin/options.h"
@@ -126,5 +127,68 @@ TEST_CASE("test device plugin registers with the kubelet, and again when the kub
   CHECK(result.ok());
   CHECK_FALSE(IsSocket(plugin_sock_again));  // it removes its socket when it stops
   server->Shutdown();
+  std::fclose(devnull);
+}
+
+TEST_CASE("test device plugin answers the gRPC liveness probe KMM's DRA DaemonSet sets") {
+  kmodd::testing::TempDir tmp("tdp-health");
+  REQUIRE_FALSE(tmp.path.empty());
+  // A free loopback port: bound, read, closed.
+  int port = 0;
+  {
+    grpc::ServerBuilder probe;
+    probe.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    Kubelet unused;
+    probe.RegisterService(&unused);
+    auto s = probe.BuildAndStart();
+    REQUIRE(s != nullptr);
+    s->Shutdown();
+  }
+  REQUIRE(port > 0);
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+  auto options = tdp::ParseOptions(
+      {"--resource", "w", "--plugin-dir", tmp.path, "--health-address", address});
+  REQUIRE(options.ok());
+  kmodd::FakeClock clock;
+  std::FILE* devnull = std::fopen("/dev/null", "w");
+  REQUIRE(devnull != nullptr);
+  kmodd::Logger log(devnull);
+  tdp::Runner runner(*options, clock, log);
+  absl::Status result = absl::UnknownError("not run");
+  std::thread run([&] { result = runner.Run(); });
+  struct Joiner {
+    tdp::Runner& runner;
+    std::thread& thread;
+    ~Joiner() {
+      runner.Stop();
+      if (thread.joinable()) {
+        thread.join();
+      }
+    }
+  } joiner{runner, run};
+
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  auto check = [&](const std::string& service, grpc::health::v1::HealthCheckResponse& out) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    ctx.set_wait_for_ready(true);  // the runner's thread may not be serving yet
+    grpc::health::v1::HealthCheckRequest request;
+    request.set_service(service);
+    return stub->Check(&ctx, request, &out);
+  };
+  grpc::health::v1::HealthCheckResponse response;
+  grpc::Status s = check("liveness", response);
+  REQUIRE(s.ok());
+  CHECK(response.status() == grpc::health::v1::HealthCheckResponse::SERVING);
+  s = check("", response);
+  REQUIRE(s.ok());
+  CHECK(response.status() == grpc::health::v1::HealthCheckResponse::SERVING);
+  s = check("something-else", response);
+  CHECK(s.error_code() == grpc::StatusCode::NOT_FOUND);
+
+  runner.Stop();
+  run.join();
+  CHECK(result.ok());
   std::fclose(devnull);
 }

@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
-#include "grpcpp/health_check_service_interface.h"
+#include "tools/test-device-plugin/health.h"
 #include "tools/test-device-plugin/plugin.h"
 
 namespace kmodd::test_device_plugin {
@@ -93,17 +93,16 @@ Health Runner::ReadHealth(const Health& previous) {
 
 absl::Status Runner::Run() {
   std::unique_ptr<grpc::Server> health_server;
+  LivenessService liveness;
   if (!options_.health_address.empty()) {
-    grpc::EnableDefaultHealthCheckService(true);
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort(options_.health_address, grpc::InsecureServerCredentials());
+    ::grpc::ServerBuilder builder;
+    builder.AddListeningPort(options_.health_address, ::grpc::InsecureServerCredentials());
+    builder.RegisterService(&liveness);
     health_server = builder.BuildAndStart();
     if (health_server == nullptr) {
       return absl::UnavailableError(
           absl::StrCat("cannot serve gRPC health on ", options_.health_address));
     }
-    health_server->GetHealthCheckService()->SetServingStatus("liveness", true);
-    health_server->GetHealthCheckService()->SetServingStatus(true);
     log_.Info("serving gRPC health", {{"address", options_.health_address}});
   }
   absl::Status s = Serve();
