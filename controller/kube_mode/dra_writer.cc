@@ -135,6 +135,11 @@ ReconcileResult DraWriter::DeviceClasses(const WriterView& view, const std::stri
   const std::optional<source::ModuleMeta> meta = view.Module(key);
   const std::optional<api::Module> module = view.ModuleObject(key);
   const bool wanted = meta && !meta->deleting && module && module->spec.dra.has_value();
+  if (meta && meta->deleting && meta->HasUnloadFinalizer()) {
+    // Deleting: the driver's Pods go first, then the nodes unload the module (the
+    // finalizer), then the classes (KMM's order; a claim on a class outlives no driver).
+    return ReconcileResult::Ok();
+  }
 
   kube::ListOptions options;
   options.label_selector = DeviceClassSelector(k->ns, k->name);

@@ -10,6 +10,9 @@
 #      loaded in the VM, .ready on kmodd-node, the plugin's DaemonSet Pod Ready there,
 #      .device-plugin-ready, kmodd.test/widget: 3 in the Node's allocatable,
 #      status.devicePlugin 1/1/1, and a Pod asking for one widget runs to Completed;
+#   then a plugin spec the API server refuses (a bad CPU quantity): DevicePluginAccepted=False
+#      and a DevicePluginRefused Event with its words, the module and the running plugin
+#      unaffected; restored, True again;
 #   2. cordon: the target label goes and the plugin's Pod with it, the module stays loaded
 #      (.ready, status); uncordon: the Pod comes back;
 #   3. ordered upgrade v1 -> v2 (the Module, then the node's label): from the controller's
@@ -150,7 +153,9 @@ plugin_ready() { [[ -n $(plugin_pods ready) ]]; }
 allocatable() { kubectl get node "$node" -o jsonpath='{.status.allocatable.kmodd\.test/widget}'; }
 dp_status() { kubectl get module -n kmm-demo kmm-ci -o jsonpath='{.status.devicePlugin.nodesMatchingSelectorNumber}/{.status.devicePlugin.desiredNumber}/{.status.devicePlugin.availableNumber}'; }
 daemonsets() { kubectl get daemonsets -n kmm-demo -l kmm.node.kubernetes.io/module.name=kmm-ci -o jsonpath='{.items[*].metadata.name}'; }
-module_apply() {  # module_apply TAG: the Module at version TAG, image TAG
+module_apply() {  # module_apply TAG [CPU]: the Module at version TAG, image TAG; its plugin's CPU limit
+  local resources=""
+  [[ -n ${2:-} ]] && resources="resources: {limits: {cpu: '$2'}}"
   kubectl apply -f - >/dev/null <<YAML
 apiVersion: kmm.sigs.x-k8s.io/v1beta1
 kind: Module
@@ -161,6 +166,7 @@ spec:
     container:
       image: $KMODD_TEST_DEVICE_PLUGIN_IMAGE
       args: [--resource, widget, --count, "3", --poll-interval-ms, "200"]
+      $resources
   moduleLoader:
     container:
       version: $1
@@ -252,6 +258,22 @@ eventually 120 bash -c "[[ \$(kubectl get pod -n kmm-demo uses-widget -o jsonpat
 [[ $(kubectl get pod -n kmm-demo uses-widget -o jsonpath='{.status.phase}') == Succeeded ]] \
   || fail "Pod uses-widget failed: no device from the plugin's Allocate"
 note "1. created: kmm_ci_fw Loaded, .ready, plugin Pod Ready, widget allocatable 3, status.devicePlugin 1/1/1, a Pod used a widget"
+
+# --- bad input: a plugin spec the API server refuses ---------------------------------------------
+dp_condition() { kubectl get module -n kmm-demo kmm-ci -o jsonpath='{.status.conditions[?(@.type=="DevicePluginAccepted")].status} {.status.conditions[?(@.type=="DevicePluginAccepted")].message}'; }
+dp_refused() { [[ $(dp_condition) == "False "*"quantities must match"* ]]; }
+dp_accepted() { [[ $(dp_condition) == "True "* ]]; }
+dp_accepted || fail "DevicePluginAccepted is not True: '$(dp_condition)'"
+module_apply v1 lots || fail "cannot give the plugin a bad CPU limit"
+eventually 30 dp_refused || fail "no DevicePluginAccepted=False with the API server's words: '$(dp_condition)'"
+eventually 20 bash -c "kubectl get events -n kmm-demo --field-selector reason=DevicePluginRefused -o jsonpath='{.items[*].message}' | grep -q 'quantities must match'" \
+  || fail "no DevicePluginRefused Event"
+has_label "$pfx.ready" || fail "a refused plugin took the module's .ready label"
+[[ $(loader kmm-ci) == 1/1/1 ]] || fail "a refused plugin changed status.moduleLoader: $(loader kmm-ci)"
+plugin_ready || fail "a refused update took the running plugin away"
+module_apply v1 || fail "cannot restore the plugin"
+eventually 30 dp_accepted || fail "DevicePluginAccepted did not come back: '$(dp_condition)'"
+note "bad input: the refused DaemonSet is DevicePluginAccepted=False and a DevicePluginRefused Event with the API server's words; the module and the running plugin unaffected"
 
 # --- 2. cordon -------------------------------------------------------------------------------
 kubectl cordon "$node" >/dev/null

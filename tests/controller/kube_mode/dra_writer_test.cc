@@ -91,10 +91,16 @@ TEST_CASE("DRA writer: the DaemonSet and the DeviceClasses made, kept, updated, 
   CHECK(StringAt(ds[0], {"metadata", "name"}) == name);
   CHECK(Image(ds[0]) == "reg/dra:2");
 
-  // The Module being deleted: all of it goes.
+  // The Module being deleted while its nodes still unload it (kmodd's finalizer on it): the
+  // DaemonSet goes first, the classes stay until the finalizer is released.
   h.view.metas["drivers/gpu"].deleting = true;
+  h.view.metas["drivers/gpu"].finalizers = {"kmodd.io/unload"};
   CHECK(IsOk(h.Run()));
   CHECK(h.DaemonSets().empty());
+  CHECK(h.Classes().size() == 1);
+  // Released: the classes go.
+  h.view.metas["drivers/gpu"].finalizers.clear();
+  CHECK(IsOk(h.Run()));
   CHECK(h.Classes().empty());
 }
 
