@@ -196,8 +196,8 @@ void KubeSource::RunPluginPods() {
       client_, o,
       {[this](const std::vector<Value>& objects) { hub_.SetAllPluginPods(pods_.Sync(objects)); },
        [this](kube::EventType t, const Value& object) {
-         for (auto& [node, summary] : pods_.Apply(t, object)) {
-           hub_.SetPluginPods(node, std::move(summary));
+         for (const auto& [node, summary] : pods_.Apply(t, object)) {
+           hub_.SetPluginPods(node, summary);
          }
        },
        [this](const absl::Status& e) { LogWatchError("plugin Pods", e); }},

@@ -115,6 +115,7 @@ std::vector<std::pair<std::string, server::NodePluginPods>> PluginPodIndex::Appl
     touched.insert(p->node);
   }
   std::vector<std::pair<std::string, server::NodePluginPods>> out;
+  out.reserve(touched.size());
   for (const std::string& node : touched) {
     out.emplace_back(node, Summary(node));
   }

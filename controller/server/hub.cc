@@ -175,7 +175,7 @@ void Hub::SetAllPluginPods(std::map<std::string, NodePluginPods> by_node) {
   ChangedLocked();
 }
 
-void Hub::SetPluginPods(const std::string& node, NodePluginPods pods) {
+void Hub::SetPluginPods(const std::string& node, const NodePluginPods& pods) {
   std::lock_guard lock(mu_);
   NodePluginPods before;
   if (auto it = plugin_pods_.find(node); it != plugin_pods_.end()) {

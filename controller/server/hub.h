@@ -152,7 +152,7 @@ class Hub {
   // Kubernetes mode: the plugin Pods on every node, after a (re)list of them (nodes not
   // named have none), and then one node's whenever they change.
   void SetAllPluginPods(std::map<std::string, NodePluginPods> by_node);
-  void SetPluginPods(const std::string& node, NodePluginPods pods);
+  void SetPluginPods(const std::string& node, const NodePluginPods& pods);
   // The plugin Pods on a node; nullopt until the first SetAllPluginPods.
   std::optional<NodePluginPods> PluginPods(const std::string& node);
   // The Modules with a device plugin or DRA driver whose plan on `node` is not what its

@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <utility>
 
 #include <yaml-cpp/yaml.h>
 
@@ -207,7 +208,10 @@ ControllerStatus Aggregate(const StatusInput& in) {
   std::map<std::string, size_t> index;
   for (const api::Module* m : in.modules) {
     index.emplace(m->Key(), out.modules.size());
-    out.modules.push_back(ModuleState{m->metadata.namespace_, m->metadata.name, {}, {}, {}});
+    ModuleState st;
+    st.namespace_ = m->metadata.namespace_;
+    st.name = m->metadata.name;
+    out.modules.push_back(std::move(st));
   }
   for (const auto& p : in.plans) {
     const std::string& node = p.node->metadata.name;
@@ -279,7 +283,9 @@ ControllerStatus Aggregate(const StatusInput& in) {
     if (index.count(key) != 0 || slash == std::string::npos) {
       continue;
     }
-    ModuleState st{key.substr(0, slash), key.substr(slash + 1), {}, {}, {}};
+    ModuleState st;
+    st.namespace_ = key.substr(0, slash);
+    st.name = key.substr(slash + 1);
     st.conditions = Conditions(st);
     st.conditions.push_back(
         AcceptedCondition(errors, in.held.count(key) != 0 ? Rejected::kHeld : Rejected::kNone));

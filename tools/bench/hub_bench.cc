@@ -67,7 +67,8 @@ void ReportBefore(std::vector<ReportedModule>& previous, const kmodd::v1::NodeRe
   for (const auto& m : report.modules()) {
     modules.push_back(ReportedModule{absl::StrCat(m.namespace_(), "/", m.name()),
                                      kmodd::proto::FromProto(m.phase()), m.message(),
-                                     m.image_digest(), m.version(), m.since_unix_ms()});
+                                     m.image_digest(), m.version(), m.since_unix_ms(),
+                                     m.image()});
   }
   std::sort(modules.begin(), modules.end(),
             [](const ReportedModule& a, const ReportedModule& b) { return a.key < b.key; });
