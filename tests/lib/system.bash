@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# shellcheck disable=SC2154  # harness_src comes from harness.bash; tmp and K from the caller
+# shellcheck disable=SC2154  # harness_src comes from harness.bash; tmp, K and bin from the caller
 # What the two whole-system tests (tests/system/system_test.sh, kube_system_test.sh) share:
 # the demo driver's images, the director that steps the guest, the guest's side of it, and
 # reading the guest's sections. Sourced after harness.bash and vm.bash; uses the caller's
@@ -76,6 +76,20 @@ sec() {  # sec FILE NAME: the lines of section NAME in the guest's output FILE
 }
 
 # --- the Kubernetes-mode guest (kube_system_test.sh, kube_node_plugin_test.sh) -------------
+# kube_guest_controller NAMESPACE: kmodd-controller in Kubernetes mode on the host (admin
+# kubeconfig, debug log in $tmp/controller.log, a serving certificate for 10.0.2.2, how the
+# guest reaches the host), on ctl_port; waits for its CA and puts it in $tmp/guest/etc.
+kube_guest_controller() {
+  ctl_port=$(free_port)
+  "$bin/kmodd-controller" run --kubernetes --kubeconfig "$KMODD_KUBE_KUBECONFIG" --namespace "$1" \
+    --listen "127.0.0.1:$ctl_port" --cert-ip 10.0.2.2 --cert-ip 127.0.0.1 \
+    --log-level debug >"$tmp/controller.log" 2>&1 &
+  pids+=($!)
+  eventually 30 kube_admin -n "$1" get configmap kmodd-ca || fail "the controller published no CA"
+  mkdir -p "$tmp/guest/etc"
+  kube_admin -n "$1" get configmap kmodd-ca -o jsonpath='{.data.ca\.crt}' >"$tmp/guest/etc/ca.crt"
+}
+
 # kube_guest_agent NODE CTL_PORT [ARG...]: $tmp/guest/agent.sh, which starts the real agent
 # in the guest as NODE against the controller at 10.0.2.2:CTL_PORT, with the CA and token
 # the host put in $tmp/guest/etc (the guest's /etc/kmodd), its pid in /run/agent.pid.

@@ -114,13 +114,7 @@ kubectl -n "$ns" create token kmodd-agent --audience kmodd --duration 1h --bound
 eventually 60 kubectl -n kmm-demo get serviceaccount default || fail "no default ServiceAccount in kmm-demo"
 
 # --- the controller and the VM's agent --------------------------------------------------------
-ctl_port=$(free_port)
-"$bin/kmodd-controller" run --kubernetes --kubeconfig "$KUBECONFIG" --namespace "$ns" \
-  --listen "127.0.0.1:$ctl_port" --cert-ip 10.0.2.2 --cert-ip 127.0.0.1 \
-  --log-level debug >"$tmp/controller.log" 2>&1 &
-pids+=($!)
-eventually 30 kubectl -n "$ns" get configmap kmodd-ca || fail "the controller published no CA"
-kubectl -n "$ns" get configmap kmodd-ca -o jsonpath='{.data.ca\.crt}' >"$tmp/guest/etc/ca.crt"
+kube_guest_controller "$ns"
 director_start "$tmp/director"
 kube_guest_agent "$node" "$ctl_port"
 director_guest_lib "$tmp/guest/lib.sh"

@@ -74,14 +74,7 @@ YAML
 done
 
 # --- the controller, its certificates, the simulated agents --------------------------------
-ctl_port=$(free_port)
-"$bin/kmodd-controller" run --kubernetes --kubeconfig "$KUBECONFIG" --namespace "$ns" \
-  --listen "127.0.0.1:$ctl_port" --cert-ip 10.0.2.2 --cert-ip 127.0.0.1 \
-  --log-level debug >"$tmp/controller.log" 2>&1 &
-pids+=($!)
-eventually 30 kubectl -n "$ns" get configmap kmodd-ca || fail "the controller published no CA"
-mkdir -p "$tmp/guest/etc"
-kubectl -n "$ns" get configmap kmodd-ca -o jsonpath='{.data.ca\.crt}' >"$tmp/guest/etc/ca.crt"
+kube_guest_controller "$ns"
 cp "$tmp/token-kmodd-vm" "$tmp/guest/etc/token"
 for s in a b; do
   "$bin/kmodd-loadgen" --controller "127.0.0.1:$ctl_port" --agents 1 --name-prefix "kmodd-sim-${s}" \

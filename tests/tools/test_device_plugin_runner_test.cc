@@ -62,6 +62,36 @@ std::unique_ptr<grpc::Server> Serve(Kubelet& kubelet, const std::string& socket)
   return builder.BuildAndStart();
 }
 
+// The runner on its own thread until Stop() or the end of the scope (a failed REQUIRE
+// leaves it early: the runner is stopped and joined rather than the process terminated).
+struct RunningRunner {
+  explicit RunningRunner(const tdp::Options& options)
+      : devnull(std::fopen("/dev/null", "w")),
+        log(devnull),
+        runner(options, clock, log),
+        thread([this] { result = runner.Run(); }) {}
+  ~RunningRunner() {
+    (void)Stop();
+    std::fclose(devnull);
+  }
+  RunningRunner(const RunningRunner&) = delete;
+  RunningRunner& operator=(const RunningRunner&) = delete;
+  absl::Status Stop() {
+    runner.Stop();
+    if (thread.joinable()) {
+      thread.join();
+    }
+    return result;
+  }
+
+  kmodd::FakeClock clock;
+  std::FILE* devnull;
+  kmodd::Logger log;
+  tdp::Runner runner;
+  absl::Status result = absl::UnknownError("not run");
+  std::thread thread;
+};
+
 bool IsSocket(const std::string& path) {
   struct stat st {};
   return ::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode);
@@ -81,24 +111,8 @@ TEST_CASE("test device plugin registers with the kubelet, and again when the kub
   Kubelet kubelet;
   std::unique_ptr<grpc::Server> server = Serve(kubelet, kubelet_sock);
   REQUIRE(server != nullptr);
-  kmodd::FakeClock clock;
-  std::FILE* devnull = std::fopen("/dev/null", "w");
-  REQUIRE(devnull != nullptr);
-  kmodd::Logger log(devnull);
-  tdp::Runner runner(*options, clock, log);
-  absl::Status result = absl::UnknownError("not run");
-  std::thread run([&] { result = runner.Run(); });
-  // A failed REQUIRE leaves the scope early: stop and join the runner rather than terminate.
-  struct Joiner {
-    tdp::Runner& runner;
-    std::thread& thread;
-    ~Joiner() {
-      runner.Stop();
-      if (thread.joinable()) {
-        thread.join();
-      }
-    }
-  } joiner{runner, run};
+  RunningRunner r(*options);
+  kmodd::FakeClock& clock = r.clock;
 
   REQUIRE(kubelet.AwaitRequests(1));
   auto first = kubelet.requests().at(0);
@@ -122,12 +136,9 @@ TEST_CASE("test device plugin registers with the kubelet, and again when the kub
   CHECK(kubelet.requests().at(1).resource_name() == "kmodd.test/w");
   CHECK(IsSocket(plugin_sock_again));
 
-  runner.Stop();
-  run.join();
-  CHECK(result.ok());
+  CHECK(r.Stop().ok());
   CHECK_FALSE(IsSocket(plugin_sock_again));  // it removes its socket when it stops
   server->Shutdown();
-  std::fclose(devnull);
 }
 
 TEST_CASE("test device plugin answers the gRPC liveness probe KMM's DRA DaemonSet sets") {
@@ -149,23 +160,7 @@ TEST_CASE("test device plugin answers the gRPC liveness probe KMM's DRA DaemonSe
   auto options = tdp::ParseOptions(
       {"--resource", "w", "--plugin-dir", tmp.path, "--health-address", address});
   REQUIRE(options.ok());
-  kmodd::FakeClock clock;
-  std::FILE* devnull = std::fopen("/dev/null", "w");
-  REQUIRE(devnull != nullptr);
-  kmodd::Logger log(devnull);
-  tdp::Runner runner(*options, clock, log);
-  absl::Status result = absl::UnknownError("not run");
-  std::thread run([&] { result = runner.Run(); });
-  struct Joiner {
-    tdp::Runner& runner;
-    std::thread& thread;
-    ~Joiner() {
-      runner.Stop();
-      if (thread.joinable()) {
-        thread.join();
-      }
-    }
-  } joiner{runner, run};
+  RunningRunner r(*options);
 
   auto stub = grpc::health::v1::Health::NewStub(
       grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
@@ -186,9 +181,5 @@ TEST_CASE("test device plugin answers the gRPC liveness probe KMM's DRA DaemonSe
   CHECK(response.status() == grpc::health::v1::HealthCheckResponse::SERVING);
   s = check("something-else", response);
   CHECK(s.error_code() == grpc::StatusCode::NOT_FOUND);
-
-  runner.Stop();
-  run.join();
-  CHECK(result.ok());
-  std::fclose(devnull);
+  CHECK(r.Stop().ok());
 }
