@@ -200,7 +200,18 @@ void KubeSource::RunPluginPods() {
            hub_.SetPluginPods(node, summary);
          }
        },
-       [this](const absl::Status& e) { LogWatchError("plugin Pods", e); }},
+       [this, listed = false](const absl::Status& e) mutable {
+         LogWatchError("plugin Pods", e);
+         if (absl::IsPermissionDenied(e) && !listed) {
+           // Not granted (deploy/ grants it): serve the nodes all the same, without the
+           // plugin's order or its ready labels, rather than never.
+           listed = true;
+           log_.Warn("Pods cannot be listed: device plugins are not drained before their "
+                     "driver changes; grant list and watch on Pods (deploy/)",
+                     {{"error", e.ToString()}});
+           hub_.SetAllPluginPods({});
+         }
+       }},
       clock_);
   lw.Run(stop_);
 }

@@ -147,6 +147,8 @@ void Hub::PluginPodsChangedLocked(const std::string& node, const NodePluginPods&
       std::any_of(it->second.holding.begin(), it->second.holding.end(),
                   [&](const std::string& key) { return after.count(key) == 0; })) {
     (void)PushChangedLocked({node});
+  } else if (it != nodes_.end() && !it->second.sent && PushableLocked(it->second)) {
+    PushLocked(node, it->second);  // its first desired state waited for the plugin to go
   }
   JournalLocked(node);
 }
@@ -171,7 +173,11 @@ void Hub::SetAllPluginPods(std::map<std::string, NodePluginPods> by_node) {
     PluginPodsChangedLocked(n, b == before.end() ? kNone : b->second,
                             a == plugin_pods_.end() ? kNone : a->second);
   }
+  const bool first = !plugin_pods_synced_;
   plugin_pods_synced_ = true;
+  if (first) {
+    (void)PushOwedLocked();  // the nodes that waited for the first list
+  }
   ChangedLocked();
 }
 
@@ -203,36 +209,82 @@ std::optional<NodePluginPods> Hub::PluginPods(const std::string& node) {
 
 std::set<std::string> Hub::Draining(const std::string& node) {
   std::lock_guard lock(mu_);
-  std::set<std::string> out;
   auto it = nodes_.find(node);
-  if (it == nodes_.end()) {
-    return out;
-  }
-  const Entry& e = it->second;
-  out = e.holding;
+  return it == nodes_.end() ? std::set<std::string>{} : DrainingLocked(node, it->second);
+}
+
+namespace {
+
+const ReportedModule* FindReported(const std::vector<ReportedModule>& reported,
+                                   const std::string& key) {
+  auto rm = std::lower_bound(reported.begin(), reported.end(), key,
+                             [](const ReportedModule& r, const std::string& k) { return r.key < k; });
+  return rm == reported.end() || rm->key != key ? nullptr : &*rm;
+}
+
+// Whether the node's report of a Module differs from its planned config (another image or
+// version). An agent that does not say which image it runs (none of ours) is taken at its
+// word.
+bool Differs(const ReportedModule& rm, const placement::ResolvedConfig& planned) {
+  return (!rm.image.empty() && rm.image != planned.container_image) ||
+         rm.version != planned.version;
+}
+
+}  // namespace
+
+std::set<std::string> Hub::DrainingLocked(const std::string& node, const Entry& e) const {
+  std::set<std::string> out = e.holding;
   std::optional<placement::NodePlacement> p = placer_.PlacementFor(node);
   if (!p) {
     return out;
   }
-  const std::vector<ReportedModule>& reported = e.record.modules;
   for (const placement::DesiredModule& dm : p->modules) {
     const api::Module& m = *dm.module;
     if (!m.spec.device_plugin.has_value() && !m.spec.dra.has_value()) {
       continue;
     }
-    const std::string key = m.Key();
-    auto rm = std::lower_bound(reported.begin(), reported.end(), key,
-                               [](const ReportedModule& r, const std::string& k) { return r.key < k; });
-    if (rm == reported.end() || rm->key != key) {
-      continue;  // not there yet: its .ready label gates the plugin
-    }
-    // An agent that does not say which image it runs (none of ours) is taken at its word.
-    if ((!rm->image.empty() && rm->image != dm.config->container_image) ||
-        rm->version != dm.config->version) {
-      out.insert(key);
+    // Not there yet: its .ready label gates the plugin.
+    if (const ReportedModule* rm = FindReported(e.record.modules, m.Key());
+        rm != nullptr && Differs(*rm, *dm.config)) {
+      out.insert(m.Key());
     }
   }
   return out;
+}
+
+bool Hub::WaitsForPluginLocked(const Entry& e) const {
+  if (!options_.wait_for_plugin_pods || e.desired) {
+    return false;  // what this run sent is what a plugin holds it at (HoldForPluginPodsLocked)
+  }
+  if (!plugin_pods_synced_) {
+    return true;
+  }
+  auto pods = plugin_pods_.find(e.record.name);
+  if (pods == plugin_pods_.end()) {
+    return false;
+  }
+  if (!e.reported) {
+    return true;  // what it runs is not known yet
+  }
+  std::optional<placement::NodePlacement> p = placer_.PlacementFor(e.record.name);
+  for (const auto& [key, unused] : pods->second) {
+    const ReportedModule* rm = FindReported(e.record.modules, key);
+    if (rm == nullptr) {
+      continue;
+    }
+    const placement::DesiredModule* dm = nullptr;
+    if (p) {
+      for (const placement::DesiredModule& d : p->modules) {
+        if (d.module->Key() == key) {
+          dm = &d;
+        }
+      }
+    }
+    if (dm == nullptr || Differs(*rm, *dm->config)) {
+      return true;  // its first desired state would unload or swap it under the plugin
+    }
+  }
+  return false;
 }
 
 size_t Hub::PushOwedLocked() {
@@ -580,7 +632,7 @@ size_t Hub::ForgetGone() {
 
 bool Hub::PushableLocked(const Entry& e) const {
   return serving_ && active_ && e.stream != nullptr &&
-         (!options_.nodes_from_api || e.from_api) && !HeldLocked(e);
+         (!options_.nodes_from_api || e.from_api) && !HeldLocked(e) && !WaitsForPluginLocked(e);
 }
 
 bool Hub::HeldLocked(const Entry& e) const {

@@ -85,6 +85,12 @@ struct HubOptions {
   // the connection; its labels and kernel never reach the planner, and a node the API does
   // not list is sent nothing (its agent keeps what it runs).
   bool nodes_from_api = false;
+  // Kubernetes mode with the plugin Pod watch: a node this run has sent nothing yet waits
+  // for the first list of the Pods and, when a plugin Pod is on it, for its report, and is
+  // sent nothing while its plan would unload or swap a Module under such a Pod (after a
+  // restart this run has no earlier entry to keep the node at; Draining takes the plugin
+  // off first). Without it, nodes are served at once (standalone mode, tests).
+  bool wait_for_plugin_pods = false;
   // What one report may carry (wire.h).
   ReportLimits limits = {};
   // Ignored entries and refused reports are logged once per stream, and for one node at
@@ -203,6 +209,10 @@ class Hub {
   bool PushableLocked(const Entry& e) const;
   // Whether the node may run a held Module: it reports one, or has not reported yet.
   bool HeldLocked(const Entry& e) const;
+  // HubOptions::wait_for_plugin_pods: whether the node's first desired state waits.
+  bool WaitsForPluginLocked(const Entry& e) const;
+  // Draining, the hub's lock held.
+  std::set<std::string> DrainingLocked(const std::string& node, const Entry& e) const;
   // Pushes to every node that may be sent a desired state it has not been sent; how many.
   size_t PushOwedLocked();
   // Takes a node's checked report: keeps what concerns it, logs phase changes; returns the

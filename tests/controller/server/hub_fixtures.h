@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -42,8 +43,8 @@ inline api::Module MakeModule(const std::string& name, const std::string& image)
 // A hub on a fake clock (at unix 1,000,000 ms) that logs to /dev/null, forgetting nodes
 // away for 10 minutes.
 struct HubHarness {
-  HubHarness() : devnull(std::fopen("/dev/null", "w")), log(devnull),
-                 hub({"run", std::chrono::minutes(10)}, clock, log) {}
+  explicit HubHarness(server::HubOptions options = {"run", std::chrono::minutes(10)})
+      : devnull(std::fopen("/dev/null", "w")), log(devnull), hub(std::move(options), clock, log) {}
   ~HubHarness() { std::fclose(devnull); }
   HubHarness(const HubHarness&) = delete;
   HubHarness& operator=(const HubHarness&) = delete;

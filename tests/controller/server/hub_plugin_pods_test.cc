@@ -166,3 +166,42 @@ TEST_CASE("hub: status counts the nodes a plugin may run on and its Ready Pods")
   CHECK(kmodd::IntAt(v, {"devicePlugin", "desiredNumber"}) == 2);
   CHECK(kmodd::Lookup(v, {"dra"}) == nullptr);
 }
+
+TEST_CASE("hub: after a restart, a node is sent nothing that would swap a module under its plugin Pod") {
+  kmodd::server::HubOptions options{"run", std::chrono::minutes(10)};
+  options.wait_for_plugin_pods = true;
+  Harness h(options);
+  // The plan says r/a:2; w1 runs r/a:1 from before this run, under its plugin.
+  h.hub.ApplySource(Set(PluginModule("r/a:2")));
+  FakeStream w1, w2;
+  REQUIRE(h.hub.Hello(&w1, Worker("w1")).ok());
+  CHECK(w1.pushed.empty());  // the Pods are not listed yet
+  h.hub.SetAllPluginPods({{"w1", kPodOfA}});
+  CHECK(w1.pushed.empty());  // what it runs is not known yet
+  REQUIRE(h.hub.Hello(&w2, Worker("w2")).ok());
+  REQUIRE(w2.pushed.size() == 1);  // no plugin Pod there: served at once
+  CHECK(w2.Last().modules(0).container_image() == "r/a:2");
+  REQUIRE(h.hub.Report(&w1, Loaded("r/a:1")).ok());
+  CHECK(w1.pushed.empty());  // its plan would swap the module under the Pod
+  CHECK(h.hub.Draining("w1") == std::set<std::string>{"demo/a"});
+  // The Pod's readiness changing keeps it waiting; the Pod gone, it gets its plan.
+  h.hub.SetPluginPods("w1", {{"demo/a", ModulePods{false, false}}});
+  CHECK(w1.pushed.empty());
+  h.hub.SetPluginPods("w1", {});
+  REQUIRE(w1.pushed.size() == 1);
+  CHECK(w1.Last().modules(0).container_image() == "r/a:2");
+}
+
+TEST_CASE("hub: after a restart, a node whose plugin Pod runs on what the plan says is served at once") {
+  kmodd::server::HubOptions options{"run", std::chrono::minutes(10)};
+  options.wait_for_plugin_pods = true;
+  Harness h(options);
+  h.hub.ApplySource(Set(PluginModule("r/a:1")));
+  h.hub.SetAllPluginPods({{"w1", kPodOfA}});
+  FakeStream w1;
+  REQUIRE(h.hub.Hello(&w1, Worker("w1")).ok());
+  CHECK(w1.pushed.empty());
+  REQUIRE(h.hub.Report(&w1, Loaded("r/a:1")).ok());
+  REQUIRE(w1.pushed.size() == 1);
+  CHECK(w1.Last().modules(0).container_image() == "r/a:1");
+}
