@@ -18,7 +18,9 @@
 // changes it or takes it away: the driver is not unloaded or swapped under its plugin.
 // The node labeler takes the target label off such a node (Draining), so that the
 // plugin's DaemonSet evicts its Pod there; once no Pod of the Module is left, the node is
-// sent its plan. KMM's ordered upgrade does the same with its worker-pod label.
+// sent its plan. KMM's ordered upgrade does the same with its worker-pod label. A node this
+// run has sent nothing yet has no such entry: with HubOptions::wait_for_plugin_pods it is
+// sent nothing while its plan would change a Module under a plugin Pod.
 //
 // A node's report is believed only about what concerns that node (report_filter.h): the
 // rest is ignored, counted in its NodeRecord and logged once per stream (then at most

@@ -23,6 +23,8 @@
 #   4. delete: the DaemonSet deleted < the plugin Pod gone < the node's module Gone < the
 #      finalizer removed; then no DaemonSet, no kmm label on the Node, no
 #      version-schedule-pod label.
+#   3b. the controller killed, the Module and the node's label moved back to v1 meanwhile:
+#      the new controller sends the node nothing until the v2 plugin Pod is gone, then v1;
 #   Beside them, from before step 1 to after step 3, a DRA Module (an in-tree driver: no
 #   moduleLoader) whose driver is the test plugin standing in (it answers the gRPC liveness
 #   probe KMM's DRA DaemonSet sets; it does not speak the DRA kubelet API): its DaemonSet's
@@ -115,6 +117,7 @@ eventually 60 kubectl -n kmm-demo get serviceaccount default || fail "no default
 
 # --- the controller and the VM's agent --------------------------------------------------------
 kube_guest_controller "$ns"
+ctl_log=$tmp/controller.log
 director_start "$tmp/director"
 kube_guest_agent "$node" "$ctl_port"
 director_guest_lib "$tmp/guest/lib.sh"
@@ -175,7 +178,7 @@ YAML
 # log_ms PYTHON-PREDICATE [AFTER_MS]: the time (ms) of the first controller log line after
 # AFTER_MS for which the predicate on e (the line's JSON) holds; nothing when none.
 log_ms() {
-  python3 - "$tmp/controller.log" "$1" "${2:-0}" <<'PY'
+  python3 - "$ctl_log" "$1" "${2:-0}" <<'PY'
 import datetime, json, sys
 path, pred, after = sys.argv[1], sys.argv[2], int(sys.argv[3])
 for line in open(path):
@@ -185,6 +188,22 @@ for line in open(path):
     ms = int(t.replace(tzinfo=datetime.timezone.utc).timestamp() * 1000)
     if ms >= after and eval(pred, {"e": e}):
         print(ms); break
+PY
+}
+# only_loaded VERSION START_MS END_MS: between the two, the node's every module phase report
+# in the controller's log is Loaded VERSION.
+only_loaded() {
+  python3 - "$ctl_log" "$node" "$1" "$2" "$3" <<'PY'
+import datetime, json, sys
+path, node, version, start, end = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+for line in open(path):
+    try: e = json.loads(line)
+    except ValueError: continue
+    t = datetime.datetime.strptime(e["ts"].rstrip("Z"), "%Y-%m-%dT%H:%M:%S.%f")
+    ms = int(t.replace(tzinfo=datetime.timezone.utc).timestamp() * 1000)
+    if start <= ms < end and e.get("node") == node and e.get("msg") == "module phase":
+        if e.get("phase") != "Loaded" or e.get("version") != version:
+            print("reported before the plugin Pod was gone:", line.strip()); sys.exit(1)
 PY
 }
 on_node="e.get('node') == '$node'"
@@ -305,19 +324,34 @@ note "upgrade timeline (ms after the relabel): held $((t_hold - t_relabel)), plu
 ((t_hold <= t_gone && t_gone < t_v2 && t_v2 <= t_v2_loaded && t_v2_loaded < t_v2_dp)) \
   || fail "the upgrade's order is wrong: held $t_hold, Pod gone $t_gone, v2 $t_v2, v2 Loaded $t_v2_loaded, v2 plugin Ready $t_v2_dp"
 # Between the relabel and the Pod gone, the node said nothing but Loaded v1.
-python3 - "$tmp/controller.log" "$node" "$t_relabel" "$t_gone" <<'PY' || fail "the module changed on the node before its plugin Pod was gone"
-import datetime, json, sys
-path, node, start, end = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-for line in open(path):
-    try: e = json.loads(line)
-    except ValueError: continue
-    t = datetime.datetime.strptime(e["ts"].rstrip("Z"), "%Y-%m-%dT%H:%M:%S.%f")
-    ms = int(t.replace(tzinfo=datetime.timezone.utc).timestamp() * 1000)
-    if start <= ms < end and e.get("node") == node and e.get("msg") == "module phase":
-        if e.get("phase") != "Loaded" or e.get("version") != "v1":
-            print("reported before the plugin Pod was gone:", line.strip()); sys.exit(1)
-PY
+only_loaded v1 "$t_relabel" "$t_gone" || fail "the module changed on the node before its plugin Pod was gone"
 note "3. upgrade: plugin Pod gone < agent on v2 < v2 Loaded < v2 plugin Ready; v1 DaemonSet deleted"
+
+# --- 3b. the controller restarted in the middle: back to v1 --------------------------------------
+# Killed while v2 and its plugin run, the Module and the node's label moved back to v1 while
+# it is down; the new controller has no entry of its own to keep the node at: it sends the
+# node nothing until the v2 plugin Pod is gone, then v1.
+# shellcheck disable=SC2154  # ctl_pid: kube_guest_controller sets it
+kill -KILL "$ctl_pid"
+wait "$ctl_pid" 2>/dev/null
+module_apply v1 || fail "cannot move the Module back to v1"
+kubectl label node "$node" --overwrite kmm.node.kubernetes.io/version-module.kmm-demo.kmm-ci=v1 >/dev/null
+t_restart=$(ms)
+kube_guest_controller "$ns" "$ctl_port" "$tmp/controller2.log"
+ctl_log=$tmp/controller2.log
+eventually 240 bash -c "[[ \$(kubectl get node $node -o jsonpath='{.metadata.labels.kmm\.node\.kubernetes\.io/kmm-demo\.kmm-ci\.version\.ready}') == v1 ]]" \
+  || fail "after the restart, the node never reported v1 ready"
+eventually 180 plugin_ready || fail "after the restart, no v1 plugin Pod Ready"
+t_gone=$(log_ms "$on_node and e.get('msg') == 'plugin Pod gone: the node is sent its first desired state'" "$t_restart")
+t_v1=$(log_ms "$on_node and e.get('msg') == 'module phase' and e.get('version') == 'v1'" "$t_restart")
+t_v1_loaded=$(log_ms "$on_node and e.get('msg') == 'module phase' and e.get('version') == 'v1' and e.get('phase') == 'Loaded'" "$t_restart")
+note "restart timeline (ms after the new controller's start): plugin Pod gone $((t_gone - t_restart)), agent on v1 $((t_v1 - t_restart)), v1 Loaded $((t_v1_loaded - t_restart))"
+[[ -n $t_gone && -n $t_v1 && -n $t_v1_loaded ]] || fail "a step after the restart is missing from the new controller's log"
+((t_gone < t_v1 && t_v1 <= t_v1_loaded)) || fail "after the restart: Pod gone $t_gone, v1 $t_v1, v1 Loaded $t_v1_loaded"
+only_loaded v2 "$t_restart" "$t_gone" || fail "after the restart, the module changed before its plugin Pod was gone"
+eventually 60 bash -c "[[ \$(kubectl get daemonsets -n kmm-demo -l kmm.node.kubernetes.io/module.name=kmm-ci -o name | wc -l) == 1 ]]" \
+  || fail "after the restart, the v2 DaemonSet was not deleted: $(daemonsets)"
+note "3b. restart: the new controller sent v1 only once the v2 plugin Pod was gone"
 
 # --- the DRA Module: live all along, then deleted ---------------------------------------------------
 eventually 60 dra_ready || fail "the DRA driver's Pod is not Ready: $(dra_pods | jq -c '[.items[].status]')"
