@@ -148,7 +148,9 @@ void Hub::PluginPodsChangedLocked(const std::string& node, const NodePluginPods&
                   [&](const std::string& key) { return after.count(key) == 0; })) {
     (void)PushChangedLocked({node});
   } else if (it != nodes_.end() && !it->second.sent && PushableLocked(it->second)) {
-    PushLocked(node, it->second);  // its first desired state waited for the plugin to go
+    // Its first desired state waited for the plugin to go (WaitsForPluginLocked).
+    log_.Info("plugin Pod gone: the node is sent its first desired state", {{"node", node}});
+    PushLocked(node, it->second);
   }
   JournalLocked(node);
 }

@@ -76,15 +76,17 @@ sec() {  # sec FILE NAME: the lines of section NAME in the guest's output FILE
 }
 
 # --- the Kubernetes-mode guest (kube_system_test.sh, kube_node_plugin_test.sh) -------------
-# kube_guest_controller NAMESPACE: kmodd-controller in Kubernetes mode on the host (admin
-# kubeconfig, debug log in $tmp/controller.log, a serving certificate for 10.0.2.2, how the
-# guest reaches the host), on ctl_port; waits for its CA and puts it in $tmp/guest/etc.
+# kube_guest_controller NAMESPACE [PORT LOG]: kmodd-controller in Kubernetes mode on the host
+# (admin kubeconfig, debug log in LOG, default $tmp/controller.log, a serving certificate for
+# 10.0.2.2, how the guest reaches the host), on PORT (default: a free one) in ctl_port, its
+# pid in ctl_pid (and pids); waits for its CA and puts it in $tmp/guest/etc.
 kube_guest_controller() {
-  ctl_port=$(free_port)
+  ctl_port=${2:-$(free_port)}
   "$bin/kmodd-controller" run --kubernetes --kubeconfig "$KMODD_KUBE_KUBECONFIG" --namespace "$1" \
     --listen "127.0.0.1:$ctl_port" --cert-ip 10.0.2.2 --cert-ip 127.0.0.1 \
-    --log-level debug >"$tmp/controller.log" 2>&1 &
-  pids+=($!)
+    --log-level debug >"${3:-$tmp/controller.log}" 2>&1 &
+  ctl_pid=$!
+  pids+=("$ctl_pid")
   eventually 30 kube_admin -n "$1" get configmap kmodd-ca || fail "the controller published no CA"
   mkdir -p "$tmp/guest/etc"
   kube_admin -n "$1" get configmap kmodd-ca -o jsonpath='{.data.ca\.crt}' >"$tmp/guest/etc/ca.crt"

@@ -13,6 +13,7 @@
 #include "controller/server/hub.h"
 #include "hub_fixtures.h"
 #include "tests/fakes/fake_clock.h"
+#include "tests/log_file.h"
 
 using kmodd::server::Hub;
 using kmodd::server::ModulePods;
@@ -204,4 +205,25 @@ TEST_CASE("hub: after a restart, a node whose plugin Pod runs on what the plan s
   REQUIRE(h.hub.Report(&w1, Loaded("r/a:1")).ok());
   REQUIRE(w1.pushed.size() == 1);
   CHECK(w1.Last().modules(0).container_image() == "r/a:1");
+}
+
+TEST_CASE("hub: after a restart, the node waiting on one plugin Pod beside another is sent its plan when that one goes, and says so") {
+  kmodd::server::HubOptions options{"run", std::chrono::minutes(10)};
+  options.wait_for_plugin_pods = true;
+  kmodd::testing::LogFile log;
+  kmodd::FakeClock clock{absl::FromUnixMillis(1'000'000)};
+  Hub hub(options, clock, log.log);
+  hub.ApplySource(Set(PluginModule("r/a:2")));
+  const NodePluginPods both{{"demo/a", ModulePods{true, false}}, {"demo/b", ModulePods{false, true}}};
+  hub.SetAllPluginPods({{"w1", both}});
+  FakeStream w1;
+  REQUIRE(hub.Hello(&w1, Worker("w1")).ok());
+  REQUIRE(hub.Report(&w1, Loaded("r/a:1")).ok());
+  CHECK(w1.pushed.empty());
+  hub.SetPluginPods("w1", {{"demo/a", ModulePods{false, false}}, {"demo/b", ModulePods{false, true}}});
+  CHECK(w1.pushed.empty());
+  hub.SetPluginPods("w1", {{"demo/b", ModulePods{false, true}}});
+  REQUIRE(w1.pushed.size() == 1);
+  CHECK(w1.Last().modules(0).container_image() == "r/a:2");
+  CHECK(log.Text().find("plugin Pod gone: the node is sent its first desired state") != std::string::npos);
 }
