@@ -135,9 +135,10 @@ ReconcileResult DraWriter::DeviceClasses(const WriterView& view, const std::stri
   const std::optional<source::ModuleMeta> meta = view.Module(key);
   const std::optional<api::Module> module = view.ModuleObject(key);
   const bool wanted = meta && !meta->deleting && module && module->spec.dra.has_value();
-  if (meta && meta->deleting && meta->HasUnloadFinalizer()) {
-    // Deleting: the driver's Pods go first, then the nodes unload the module (the
-    // finalizer), then the classes (KMM's order; a claim on a class outlives no driver).
+  if (meta && meta->deleting && meta->HasUnloadFinalizer() && view.ReportedByConnected(key)) {
+    // Deleting: the driver's Pods go first, then the nodes unload the module, then the
+    // classes (KMM's order), in the pass that releases the finalizer (no node reports the
+    // module any more): after it, the Module is gone and nothing calls this again.
     return ReconcileResult::Ok();
   }
 

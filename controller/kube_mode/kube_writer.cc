@@ -256,6 +256,11 @@ void KubeWriter::TakeIn(const HubChanges& c, bool everything) {
       keys.push_back(kNodeKey + name);
     }
   }
+  for (const auto& [key, fingerprint] : fingerprints_) {
+    if (fingerprints.count(key) == 0) {
+      keys.push_back(kModuleKey + key);  // gone: its duties clean up after it
+    }
+  }
   for (const auto& [key, fingerprint] : fingerprints) {
     auto it = fingerprints_.find(key);
     if (everything || it == fingerprints_.end() || it->second != fingerprint) {
