@@ -25,6 +25,8 @@
 #      version-schedule-pod label.
 #   3b. the controller killed, the Module and the node's label moved back to v1 meanwhile:
 #      the new controller sends the node nothing until the v2 plugin Pod is gone, then v1;
+#   3c. a plain image change of an unversioned Module (kmm_ci_a, its own plugin): the same
+#      order, from the controller's log;
 #   Beside them, from before step 1 to after step 3, a DRA Module (an in-tree driver: no
 #   moduleLoader) whose driver is the test plugin standing in (it answers the gRPC liveness
 #   probe KMM's DRA DaemonSet sets; it does not speak the DRA kubelet API): its DaemonSet's
@@ -352,6 +354,57 @@ only_loaded v2 "$t_restart" "$t_gone" || fail "after the restart, the module cha
 eventually 60 bash -c "[[ \$(kubectl get daemonsets -n kmm-demo -l kmm.node.kubernetes.io/module.name=kmm-ci -o name | wc -l) == 1 ]]" \
   || fail "after the restart, the v2 DaemonSet was not deleted: $(daemonsets)"
 note "3b. restart: the new controller sent v1 only once the v2 plugin Pod was gone"
+
+# --- 3c. a plain image change of an unversioned Module: the plugin leaves first too -------------
+# KMM swaps such a driver under its running plugin; kmodd drains the plugin off the node first.
+a_pods() { kubectl get pods -n kmm-demo -l kmm.node.kubernetes.io/module.name=kmm-ci-a,kmm.node.kubernetes.io/role=device-plugin -o json; }
+a_ready() { [[ $(a_pods | jq '[.items[] | select(.metadata.deletionTimestamp == null) | select(.status.conditions[]? | .type == "Ready" and .status == "True")] | length') == 1 ]]; }
+a_apply() {  # a_apply TAG: Module kmm-ci-a (kmm_ci_a, no version) from image TAG, with a plugin
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: kmm.sigs.x-k8s.io/v1beta1
+kind: Module
+metadata: {name: kmm-ci-a, namespace: kmm-demo}
+spec:
+  selector: {kmodd.io/demo: "true"}
+  devicePlugin:
+    container:
+      image: $KMODD_TEST_DEVICE_PLUGIN_IMAGE
+      args: [--resource, gadget, --count, "2", --poll-interval-ms, "200"]
+  moduleLoader:
+    container:
+      imagePullPolicy: IfNotPresent
+      modprobe: {moduleName: kmm_ci_a}
+      kernelMappings:
+        - regexp: '^.+\$'
+          containerImage: "10.0.2.2:$reg_port/kmodd/kmm-ci:$1-\$KERNEL_FULL_VERSION"
+          registryTLS: {insecure: true}
+YAML
+}
+on_a="e.get('node') == '$node' and e.get('module') == 'kmm-demo/kmm-ci-a'"
+a_apply v1 || fail "cannot create Module kmm-ci-a"
+eventually 120 has_label kmm.node.kubernetes.io/kmm-demo.kmm-ci-a.ready || fail "kmm-ci-a: no .ready"
+eventually 120 a_ready || fail "kmm-ci-a: its plugin Pod is not Ready"
+eventually 60 bash -c "[[ \$(kubectl get node $node -o jsonpath='{.status.allocatable.kmodd\.test/gadget}') == 2 ]]" \
+  || fail "kmm-ci-a: kmodd.test/gadget never allocatable"
+t_image=$(ms)
+a_apply v2 || fail "cannot change kmm-ci-a's image"
+eventually 120 bash -c "kubectl get module -n kmm-demo kmm-ci-a -o json | jq -e --arg n $node --arg d '$digest_v2' '.status.nodes[] | select(.node == \$n and .phase == \"Loaded\" and .imageDigest == \$d)' >/dev/null" \
+  || fail "kmm-ci-a: never Loaded from v2: $(kubectl get module -n kmm-demo kmm-ci-a -o jsonpath='{.status.nodes}')"
+eventually 120 a_ready || fail "kmm-ci-a: no plugin Pod Ready after the image change"
+a_dp_write="e.get('msg', '').startswith('node labels updated') and e.get('node') == '$node' and '\"kmm.node.kubernetes.io/kmm-demo.kmm-ci-a.device-plugin-ready\":\"\"' in e.get('patch', '')"
+t_hold=$(log_ms "$on_a and e.get('msg') == 'module kept on the node while its plugin Pod is there'" "$t_image")
+t_gone=$(log_ms "$on_a and e.get('msg') == \"plugin Pod gone: the node is sent the module's plan\"" "$t_image")
+t_new=$(log_ms "$on_a and e.get('msg') == 'module phase' and ':v2-' in e.get('image', '')" "$t_image")
+t_new_loaded=$(log_ms "$on_a and e.get('msg') == 'module phase' and ':v2-' in e.get('image', '') and e.get('phase') == 'Loaded'" "$t_image")
+t_new_dp=$(log_ms "$a_dp_write" "${t_new_loaded:-0}")
+note "image change timeline (ms after the change): held $((t_hold - t_image)), plugin Pod gone $((t_gone - t_image)), agent on v2 $((t_new - t_image)), v2 Loaded $((t_new_loaded - t_image)), plugin Ready $((t_new_dp - t_image))"
+[[ -n $t_hold && -n $t_gone && -n $t_new && -n $t_new_loaded && -n $t_new_dp ]] || fail "a step of the image change is missing from the controller's log"
+((t_hold <= t_gone && t_gone < t_new && t_new <= t_new_loaded && t_new_loaded < t_new_dp)) \
+  || fail "the image change's order is wrong: held $t_hold, Pod gone $t_gone, v2 $t_new, v2 Loaded $t_new_loaded, plugin Ready $t_new_dp"
+kubectl delete module -n kmm-demo kmm-ci-a --wait=false >/dev/null || fail "cannot delete kmm-ci-a"
+eventually 120 bash -c "! kubectl get module -n kmm-demo kmm-ci-a" || fail "kmm-ci-a is still there"
+eventually 30 no_label kmm.node.kubernetes.io/kmm-demo.kmm-ci-a.ready || fail "kmm-ci-a: .ready stayed"
+note "3c. plain image change: plugin Pod gone < agent on the new image < Loaded < plugin Ready"
 
 # --- the DRA Module: live all along, then deleted ---------------------------------------------------
 eventually 60 dra_ready || fail "the DRA driver's Pod is not Ready: $(dra_pods | jq -c '[.items[].status]')"
