@@ -208,6 +208,23 @@ for line in open(path):
             print("reported before the plugin Pod was gone:", line.strip()); sys.exit(1)
 PY
 }
+# swap_order WHAT T0 WHO NEW PLUGIN_READY: from the controller's log after T0, for the node's
+# module WHO (a predicate on e), when the node was held at its old entry, its plugin Pod gone,
+# the agent's first report of the new driver (NEW), that one Loaded, and the plugin Ready
+# again (PLUGIN_READY, a label write): printed, and checked to come in that order. Sets t_gone.
+swap_order() {
+  local what=$1 t0=$2 who=$3 new=$4 plugin_ready=$5 t_hold t_new t_new_loaded t_new_dp
+  t_hold=$(log_ms "$who and e.get('msg') == 'module kept on the node while its plugin Pod is there'" "$t0")
+  t_gone=$(log_ms "$who and e.get('msg') == \"plugin Pod gone: the node is sent the module's plan\"" "$t0")
+  t_new=$(log_ms "$who and e.get('msg') == 'module phase' and $new" "$t0")
+  t_new_loaded=$(log_ms "$who and e.get('msg') == 'module phase' and $new and e.get('phase') == 'Loaded'" "$t0")
+  t_new_dp=$(log_ms "$plugin_ready" "${t_new_loaded:-0}")
+  note "$what timeline (ms after it began): held $((t_hold - t0)), plugin Pod gone $((t_gone - t0)), agent on the new driver $((t_new - t0)), new Loaded $((t_new_loaded - t0)), plugin Ready $((t_new_dp - t0))"
+  [[ -n $t_hold && -n $t_gone && -n $t_new && -n $t_new_loaded && -n $t_new_dp ]] \
+    || fail "a step of the $what is missing from the controller's log"
+  ((t_hold <= t_gone && t_gone < t_new && t_new <= t_new_loaded && t_new_loaded < t_new_dp)) \
+    || fail "the $what's order is wrong: held $t_hold, Pod gone $t_gone, new $t_new, new Loaded $t_new_loaded, plugin Ready $t_new_dp"
+}
 on_node="e.get('node') == '$node'"
 ready_write="e.get('msg', '').startswith('node labels updated') and e.get('node') == '$node' and '\"$pfx.ready\":\"\"' in e.get('patch', '')"
 dp_ready_write="e.get('msg', '').startswith('node labels updated') and e.get('node') == '$node' and '\"$pfx.device-plugin-ready\":\"\"' in e.get('patch', '')"
@@ -316,15 +333,7 @@ eventually 30 has_label "$pfx.device-plugin-ready" || fail "no .device-plugin-re
 eventually 60 bash -c "[[ \$(kubectl get daemonsets -n kmm-demo -l kmm.node.kubernetes.io/module.name=kmm-ci -o name | wc -l) == 1 ]]" \
   || fail "the v1 DaemonSet was not deleted: $(daemonsets)"
 [[ $(label beta.kmm.node.kubernetes.io/version-schedule-pod.kmm-demo.kmm-ci) == v2 ]] || fail "version-schedule-pod is not v2"
-t_hold=$(log_ms "$on_node and e.get('msg') == 'module kept on the node while its plugin Pod is there'" "$t_relabel")
-t_gone=$(log_ms "$on_node and e.get('msg') == \"plugin Pod gone: the node is sent the module's plan\"" "$t_relabel")
-t_v2=$(log_ms "$on_node and e.get('msg') == 'module phase' and e.get('version') == 'v2'" "$t_relabel")
-t_v2_loaded=$(log_ms "$on_node and e.get('msg') == 'module phase' and e.get('version') == 'v2' and e.get('phase') == 'Loaded'" "$t_relabel")
-t_v2_dp=$(log_ms "$dp_ready_write" "${t_v2_loaded:-0}")
-note "upgrade timeline (ms after the relabel): held $((t_hold - t_relabel)), plugin Pod gone $((t_gone - t_relabel)), agent on v2 $((t_v2 - t_relabel)), v2 Loaded $((t_v2_loaded - t_relabel)), v2 plugin Ready $((t_v2_dp - t_relabel))"
-[[ -n $t_hold && -n $t_gone && -n $t_v2 && -n $t_v2_loaded && -n $t_v2_dp ]] || fail "a step of the upgrade is missing from the controller's log"
-((t_hold <= t_gone && t_gone < t_v2 && t_v2 <= t_v2_loaded && t_v2_loaded < t_v2_dp)) \
-  || fail "the upgrade's order is wrong: held $t_hold, Pod gone $t_gone, v2 $t_v2, v2 Loaded $t_v2_loaded, v2 plugin Ready $t_v2_dp"
+swap_order upgrade "$t_relabel" "$on_node" "e.get('version') == 'v2'" "$dp_ready_write"
 # Between the relabel and the Pod gone, the node said nothing but Loaded v1.
 only_loaded v1 "$t_relabel" "$t_gone" || fail "the module changed on the node before its plugin Pod was gone"
 note "3. upgrade: plugin Pod gone < agent on v2 < v2 Loaded < v2 plugin Ready; v1 DaemonSet deleted"
@@ -392,15 +401,7 @@ eventually 120 bash -c "kubectl get module -n kmm-demo kmm-ci-a -o json | jq -e 
   || fail "kmm-ci-a: never Loaded from v2: $(kubectl get module -n kmm-demo kmm-ci-a -o jsonpath='{.status.nodes}')"
 eventually 120 a_ready || fail "kmm-ci-a: no plugin Pod Ready after the image change"
 a_dp_write="e.get('msg', '').startswith('node labels updated') and e.get('node') == '$node' and '\"kmm.node.kubernetes.io/kmm-demo.kmm-ci-a.device-plugin-ready\":\"\"' in e.get('patch', '')"
-t_hold=$(log_ms "$on_a and e.get('msg') == 'module kept on the node while its plugin Pod is there'" "$t_image")
-t_gone=$(log_ms "$on_a and e.get('msg') == \"plugin Pod gone: the node is sent the module's plan\"" "$t_image")
-t_new=$(log_ms "$on_a and e.get('msg') == 'module phase' and ':v2-' in e.get('image', '')" "$t_image")
-t_new_loaded=$(log_ms "$on_a and e.get('msg') == 'module phase' and ':v2-' in e.get('image', '') and e.get('phase') == 'Loaded'" "$t_image")
-t_new_dp=$(log_ms "$a_dp_write" "${t_new_loaded:-0}")
-note "image change timeline (ms after the change): held $((t_hold - t_image)), plugin Pod gone $((t_gone - t_image)), agent on v2 $((t_new - t_image)), v2 Loaded $((t_new_loaded - t_image)), plugin Ready $((t_new_dp - t_image))"
-[[ -n $t_hold && -n $t_gone && -n $t_new && -n $t_new_loaded && -n $t_new_dp ]] || fail "a step of the image change is missing from the controller's log"
-((t_hold <= t_gone && t_gone < t_new && t_new <= t_new_loaded && t_new_loaded < t_new_dp)) \
-  || fail "the image change's order is wrong: held $t_hold, Pod gone $t_gone, v2 $t_new, v2 Loaded $t_new_loaded, plugin Ready $t_new_dp"
+swap_order "image change" "$t_image" "$on_a" "':v2-' in e.get('image', '')" "$a_dp_write"
 kubectl delete module -n kmm-demo kmm-ci-a --wait=false >/dev/null || fail "cannot delete kmm-ci-a"
 eventually 120 bash -c "! kubectl get module -n kmm-demo kmm-ci-a" || fail "kmm-ci-a is still there"
 eventually 30 no_label kmm.node.kubernetes.io/kmm-demo.kmm-ci-a.ready || fail "kmm-ci-a: .ready stayed"

@@ -79,6 +79,14 @@ TEST_CASE("server answers I/O-thread routes while every worker is busy") {
   CHECK(held.Receive().has_value());
 }
 
+// Opens `a` and `b` on `port` and sends each a POST of `body` to /hold.
+void PostBoth(uint16_t port, RawClient& a, RawClient& b, const std::string& body) {
+  REQUIRE(a.Open(port));
+  REQUIRE(b.Open(port));
+  REQUIRE(a.Send(PostRequest(body, "/hold")));
+  REQUIRE(b.Send(PostRequest(body, "/hold")));
+}
+
 TEST_CASE("server keeps a thread for small bodies while large bodies are handled") {
   // Two workers: large bodies (past large_body) may use one of them.
   Gate gate;
@@ -88,10 +96,7 @@ TEST_CASE("server keeps a thread for small bodies while large bodies are handled
   const std::string large(o.large_body + 1, 'x');
   RawClient a("127.0.0.2");
   RawClient b("127.0.0.2");
-  REQUIRE(a.Open(s.port()));
-  REQUIRE(b.Open(s.port()));
-  REQUIRE(a.Send(PostRequest(large, "/hold")));
-  REQUIRE(b.Send(PostRequest(large, "/hold")));
+  PostBoth(s.port(), a, b, large);
   REQUIRE(gate.WaitHeld(1));
 
   RawClient small("127.0.0.1", seconds(5));
@@ -114,10 +119,7 @@ TEST_CASE("server reads large bodies only within its memory budget") {
   const std::string large(2 << 20, 'x');  // 2 MiB: two don't fit
   RawClient a("127.0.0.2");
   RawClient b("127.0.0.3");
-  REQUIRE(a.Open(s.port()));
-  REQUIRE(b.Open(s.port()));
-  REQUIRE(a.Send(PostRequest(large, "/hold")));
-  REQUIRE(b.Send(PostRequest(large, "/hold")));
+  PostBoth(s.port(), a, b, large);
   REQUIRE(gate.WaitHeld(1));
   RawClient small("127.0.0.1", seconds(5));
   CHECK(small.Open(s.port()));
