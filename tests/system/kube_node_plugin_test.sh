@@ -28,8 +28,8 @@
 #   3c. a plain image change of an unversioned Module (kmm_ci_a, its own plugin): the same
 #      order, from the controller's log;
 #   Beside them, from before step 1 to after step 3, a DRA Module (an in-tree driver: no
-#   moduleLoader) whose driver is the test plugin standing in (it answers the gRPC liveness
-#   probe KMM's DRA DaemonSet sets; it does not speak the DRA kubelet API): its DaemonSet's
+#   moduleLoader) whose driver is the test plugin standing in (it answers a gRPC liveness
+#   probe as KMM's, on a free port; it does not speak the DRA kubelet API): its DaemonSet's
 #   Pod runs on the node (host network) and stays live past the probe's first checks,
 #   .dra-ready, status.dra 1/1/1, its DeviceClass; deleted, nothing of it is left.
 # The figures (Loaded -> .ready -> plugin Ready -> allocatable) are printed as "# figure"
@@ -230,6 +230,10 @@ ready_write="e.get('msg', '').startswith('node labels updated') and e.get('node'
 dp_ready_write="e.get('msg', '').startswith('node labels updated') and e.get('node') == '$node' and '\"$pfx.device-plugin-ready\":\"\"' in e.get('patch', '')"
 
 # --- the DRA Module, beside the rest -----------------------------------------------------------
+# KMM's probe port (51515) on the host network could be any other test's port here: the
+# Module gives its own probe on a free one (kmodd takes a user livenessProbe in its place; the
+# default's shape is checked in kube: controller).
+dra_health_port=$(free_port)
 dra_pods() { kubectl get pods -n kmm-demo -l kmm.node.kubernetes.io/module.name=kmm-ci-dra,kmm.node.kubernetes.io/role=dra -o json; }
 dra_ready() { [[ $(dra_pods | jq '[.items[] | select(.status.conditions[]? | .type == "Ready" and .status == "True")] | length') == 1 ]]; }
 kubectl apply -f - >/dev/null <<YAML || fail "cannot create the DRA Module"
@@ -242,7 +246,8 @@ spec:
     driverName: dra.kmodd.test
     container:
       image: $KMODD_TEST_DEVICE_PLUGIN_IMAGE
-      args: [--resource, dra-widget, --plugin-dir, /var/lib/kubelet/plugins, --health-address, "127.0.0.1:51515"]
+      args: [--resource, dra-widget, --plugin-dir, /var/lib/kubelet/plugins, --health-address, "127.0.0.1:$dra_health_port"]
+      livenessProbe: {grpc: {port: $dra_health_port, service: liveness}, initialDelaySeconds: 30, periodSeconds: 10, timeoutSeconds: 5, failureThreshold: 3}
     deviceClasses:
       - {name: widget.dra.kmodd.test, selectors: [{cel: {expression: 'device.driver == "dra.kmodd.test"'}}]}
 YAML
