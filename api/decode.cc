@@ -268,6 +268,86 @@ void CheckIdentity(const YAML::Node& doc, const ObjectMeta& meta, ReadContext& c
   }
 }
 
+// FNV-1a (64 bits) of the spec's JSON, in hex: a Module's revision (module.h). Not a
+// security digest: it only tells one spec from the next.
+std::string SpecRevision(const YAML::Node& spec) {
+  const std::string json = IsAbsentOrNull(spec) ? std::string("{}") : CanonicalJson(spec);
+  uint64_t h = 14695981039346656037ULL;
+  for (unsigned char c : json) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(12, '0');
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i] = kHex[(h >> (60 - 4 * i)) & 0xf];
+  }
+  return out;
+}
+
+void ReadAmount(YamlReader& r, const char* key, std::optional<NodeAmount>& out, ReadContext& ctx,
+                const YAML::Node& doc) {
+  std::string text;
+  const std::string path = r.Path().empty() ? key : absl::StrCat(r.Path(), ".", key);
+  r.IntOrString(key, text);
+  if (text.empty()) {
+    return;
+  }
+  std::string error;
+  out = ParseNodeAmount(text, error);
+  if (!out) {
+    ctx.Error(doc, path, error);
+  }
+}
+
+void DecodePolicy(const YAML::Node& doc, int line, ReadContext& ctx, Decoded& out) {
+  const size_t errors_before = ctx.errors.size();
+  ctx.lines.clear();
+  ModulePolicy p;
+  YamlReader r(ctx, doc, "", /*warn_unknown=*/true);
+  r.Ignore("apiVersion");
+  r.Ignore("kind");
+  r.Ignore("status");
+  r.Object("metadata", p.metadata, ReadMeta);
+  if (p.metadata.namespace_.empty()) {
+    p.metadata.namespace_ = "default";
+  }
+  ctx.object = absl::StrCat("ModulePolicy ", p.metadata.namespace_, "/", p.metadata.name);
+  CheckIdentity(doc, p.metadata, ctx);
+  r.Object("spec", p, [&](YamlReader& s, ModulePolicy& mp) {
+    s.String("moduleName", mp.module_name);
+    s.Bool("paused", mp.paused);
+    s.Object("rollout", mp.rollout, [&](YamlReader& ro, RolloutSpec& rs) {
+      const YAML::Node& cdoc = doc;
+      ReadAmount(ro, "maxParallel", rs.max_parallel, ctx, cdoc);
+      ReadAmount(ro, "maxFailed", rs.max_failed, ctx, cdoc);
+      ro.Object("canary", rs, [](YamlReader& c, RolloutSpec& cs) {
+        c.Int64("count", cs.canary_count);
+        c.StringMap("selector", cs.canary_selector);
+        c.Bool("pause", cs.canary_pause);
+        c.OptionalInt64("soakSeconds", cs.canary_soak_seconds);
+      });
+      std::string on_failure;
+      ro.String("onFailure", on_failure);
+      if (on_failure == "Leave") {
+        rs.on_failure = OnFailure::kLeave;
+      } else if (!on_failure.empty() && on_failure != "Rollback") {
+        ctx.Error(doc, "spec.rollout.onFailure",
+                  absl::StrCat(Quote(on_failure), ": expected Rollback (a Failed node goes back "
+                               "to the driver it ran before) or Leave (it stays Failed for "
+                               "inspection)"));
+      }
+    });
+  });
+  r.Finish();
+  for (const FieldError& e : ValidateModulePolicy(p)) {
+    ctx.Error(doc, e.path, e.message);
+  }
+  if (ctx.errors.size() == errors_before) {
+    out.policies.push_back(Located<ModulePolicy>{std::move(p), ctx.source, line, std::move(ctx.lines)});
+  }
+}
+
 struct TypeMeta {
   std::string api_version;
   std::string kind;
@@ -348,6 +428,7 @@ void DecodeObject(const YAML::Node& doc, const std::string& path, ReadContext& c
     r.Object("spec", m.spec, ReadSpec);
     r.Object("status", m.status, ReadStatus);
     r.Finish();
+    m.revision = SpecRevision(doc["spec"]);
     CheckCrdRules(doc, schema_errors_from, ctx);
     if (ctx.errors.size() == errors_before) {
       out.modules.push_back(Located<Module>{std::move(m), ctx.source, line, std::move(ctx.lines)});
@@ -383,6 +464,16 @@ void DecodeObject(const YAML::Node& doc, const std::string& path, ReadContext& c
       out.node_modules_configs.push_back(
           Located<NodeModulesConfig>{std::move(c), ctx.source, line, {}});
     }
+    return;
+  }
+  if (tm.kind == "ModulePolicy") {
+    if (tm.api_version != kKmoddGroupVersion) {
+      ctx.Error(doc, where + "apiVersion",
+                absl::StrCat("\"", tm.api_version,
+                             "\" is not supported for kind ModulePolicy; use ", kKmoddGroupVersion));
+      return;
+    }
+    DecodePolicy(doc, line, ctx, out);
     return;
   }
   if (tm.kind == "Node") {

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "api/diagnostic.h"
 #include "api/module.h"
+#include "api/module_policy.h"
 #include "api/node.h"
 #include "api/node_modules_config.h"
 
@@ -44,13 +45,14 @@ struct Decoded {
   std::vector<Located<Module>> modules;
   std::vector<Located<Node>> nodes;
   std::vector<Located<NodeModulesConfig>> node_modules_configs;
+  std::vector<Located<ModulePolicy>> policies;  // kmodd.io/v1alpha1 ModulePolicy
   std::vector<Diagnostic> errors;
   std::vector<Diagnostic> warnings;
 };
 
 // Decodes every document in `text`; `source` names it in diagnostics. Objects with
-// errors are not returned. Kinds other than Module, Node and NodeModulesConfig are
-// skipped with a warning.
+// errors are not returned. Kinds other than Module, Node, NodeModulesConfig and kmodd's
+// ModulePolicy are skipped with a warning.
 Decoded DecodeDocuments(std::string_view text, std::string_view source);
 
 // Appends the decoding of `text` to `into`.

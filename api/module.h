@@ -233,6 +233,9 @@ struct Module {
   ObjectMeta metadata;
   ModuleSpec spec;
   ModuleStatus status;
+  // A digest of the spec as decoded (defaults applied), the same in both modes for the
+  // same spec: it names one rollout of the Module (module_policy.h). Set by the decoder.
+  std::string revision;
   bool operator==(const Module&) const = default;
 
   // "<namespace>/<name>", the key used everywhere a Module is named.

@@ -155,6 +155,18 @@ void YamlReader::String(const char* key, std::string& out) {
   }
 }
 
+void YamlReader::IntOrString(const char* key, std::string& out) {
+  YAML::Node n = Take(key);
+  if (IsAbsent(n)) {
+    return;
+  }
+  if (!n.IsScalar()) {
+    ctx_.Error(n, Join(key), absl::StrCat("expected a number or a string, got ", DescribePlain(n)));
+    return;
+  }
+  out = n.Scalar();
+}
+
 void YamlReader::Bool(const char* key, bool& out) {
   std::optional<bool> v;
   OptionalBool(key, v);

@@ -40,6 +40,8 @@ class YamlReader {
   const std::string& Path() const { return path_; }
 
   void String(const char* key, std::string& out);
+  // Kubernetes' IntOrString: a plain integer or a string, as text ("" when absent).
+  void IntOrString(const char* key, std::string& out);
   void Bool(const char* key, bool& out);
   void OptionalBool(const char* key, std::optional<bool>& out);
   void Int64(const char* key, int64_t& out);

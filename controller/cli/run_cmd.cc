@@ -187,6 +187,7 @@ void WaitForSignal(const sigset_t& signals, server::Hub& hub, Logger& log) {
       return;
     }
     (void)hub.ForgetGone();
+    hub.Tick();
   }
 }
 

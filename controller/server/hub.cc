@@ -44,12 +44,11 @@ void Hub::ChangedLocked(const std::string& node) {
 
 void Hub::PushLocked(const std::string& name, Entry& e) {
   if (e.stale || !e.desired) {
-    std::optional<placement::NodePlacement> p = placer_.PlacementFor(name);
-    auto d = std::make_shared<v1::NodeDesired>();
-    if (p) {
-      *d = DesiredFromPlacement(*p, absl::StrCat(options_.run_id, "-", ++seq_));
-    } else {
-      d->set_version(absl::StrCat(options_.run_id, "-", ++seq_));
+    auto d = std::make_shared<v1::NodeDesired>(PlannedLocked(name, e));
+    const uint64_t seq = ++seq_;
+    d->set_version(absl::StrCat(options_.run_id, "-", seq));
+    if (!rollouts_.empty()) {
+      ApplyRolloutsLocked(name, e, e.desired.get(), *d, seq);
     }
     const std::set<std::string> held_before = e.holding;
     if (e.desired) {
@@ -60,16 +59,13 @@ void Hub::PushLocked(const std::string& name, Entry& e) {
     if (!e.holding.empty() || e.holding != held_before) {
       JournalLocked(name);  // its target labels follow (Draining)
     }
-    if (p) {
-      for (const auto& dm : p->modules) {
-        const auto& secret = dm.module->spec.image_repo_secret;
-        if (!secret || secret->name.empty()) {
-          continue;
-        }
-        const std::string key = absl::StrCat(dm.module->metadata.namespace_, "/", secret->name);
-        if (auto it = pull_secrets_.find(key); it != pull_secrets_.end()) {
-          (*d->mutable_pull_secrets())[key] = it->second;
-        }
+    for (const v1::ModuleSpec& m : d->modules()) {
+      if (m.image_repo_secret().empty()) {
+        continue;
+      }
+      const std::string key = absl::StrCat(m.namespace_(), "/", m.image_repo_secret());
+      if (auto it = pull_secrets_.find(key); it != pull_secrets_.end()) {
+        (*d->mutable_pull_secrets())[key] = it->second;
       }
     }
     for (const auto& m : d->modules()) {
@@ -81,6 +77,9 @@ void Hub::PushLocked(const std::string& name, Entry& e) {
   e.record.pushed_version = e.desired->version();
   e.sent = true;
   e.stream->Push(e.desired);
+  if (!rollouts_.empty()) {
+    NodeRolloutChangedLocked(name, e);  // sent the revision: Updating
+  }
 }
 
 namespace {
@@ -308,6 +307,7 @@ size_t Hub::PushChangedLocked(const std::vector<std::string>& nodes) {
       continue;
     }
     it->second.stale = true;
+    it->second.planned_stale = true;
     if (PushableLocked(it->second)) {
       PushLocked(name, it->second);
       ++pushed;
@@ -325,6 +325,7 @@ void Hub::SetNodeLocked(Entry& e, api::Node node) {
   for (const auto& changed : placer_.SetNode(std::move(node))) {
     if (changed == name) {
       e.stale = true;
+      e.planned_stale = true;
     }
   }
 }
@@ -366,6 +367,21 @@ void Hub::ApplySource(const source::SourceUpdate& update) {
       add(placer_.SetModule(m));
     }
   }
+  if (update.policies) {
+    SetPoliciesLocked(*update.policies);
+  }
+  for (const std::string& name : changed) {
+    if (auto it = nodes_.find(name); it != nodes_.end()) {
+      it->second.planned_stale = true;
+    }
+  }
+  if (!update.changes.empty()) {
+    for (auto& [key, r] : rollouts_) {
+      r.dirty = true;  // a new revision, or new nodes for it
+    }
+  }
+  std::vector<std::string> gated = PlanRolloutsLocked();
+  changed.insert(changed.end(), gated.begin(), gated.end());
   std::sort(changed.begin(), changed.end());
   changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
   errors_ = update.errors;
@@ -444,7 +460,13 @@ absl::Status Hub::Hello(AgentStream* stream, const v1::NodeInfo& info) {
     log_.Warn("agent connected for a node the API does not list; it is sent nothing",
               {{"node", name}});
   }
-  if (PushableLocked(e)) {
+  if (!rollouts_.empty()) {
+    for (auto& [key, r] : rollouts_) {
+      r.dirty = true;  // connected: it may take its turn
+    }
+    (void)PushChangedLocked(PlanRolloutsLocked());
+  }
+  if (PushableLocked(e) && !e.sent) {
     PushLocked(name, e);
   }
   log_.Info("agent connected", {{"node", name},
@@ -522,6 +544,10 @@ absl::Status Hub::Report(AgentStream* stream, const v1::NodeReport& report) {
   e.record.reported = source_seen_;  // before, its modules wait in `unfiltered`
   if (!report.applied_version().empty()) {
     e.record.applied_version = Truncated(report.applied_version(), limits.max_text);
+  }
+  if (!rollouts_.empty() && source_seen_) {
+    NodeRolloutChangedLocked(name, e);
+    (void)PushChangedLocked(PlanRolloutsLocked());
   }
   // A hello's new labels, or a node no longer held now that it said what it runs.
   if ((e.stale || !e.sent) && PushableLocked(e)) {
@@ -606,6 +632,12 @@ void Hub::Goodbye(AgentStream* stream) {
   log_.Info("agent disconnected; its node keeps its plan", {{"node", s->second}});
   const std::string name = s->second;
   streams_.erase(s);
+  if (!rollouts_.empty()) {
+    for (auto& [key, r] : rollouts_) {
+      r.dirty = true;  // its place among the nodes updating at once goes to another
+    }
+    (void)PushChangedLocked(PlanRolloutsLocked());
+  }
   ChangedLocked(name);
 }
 
@@ -634,7 +666,8 @@ size_t Hub::ForgetGone() {
 
 bool Hub::PushableLocked(const Entry& e) const {
   return serving_ && active_ && e.stream != nullptr &&
-         (!options_.nodes_from_api || e.from_api) && !HeldLocked(e) && !WaitsForPluginLocked(e);
+         (!options_.nodes_from_api || e.from_api) && !HeldLocked(e) && !WaitsForPluginLocked(e) &&
+         !WaitsForRolloutLocked(e.record.name, e);
 }
 
 bool Hub::HeldLocked(const Entry& e) const {
@@ -681,6 +714,7 @@ void Hub::RemoveApiNode(const std::string& name) {
     it->second.node = api::Node{};
     it->second.desired.reset();
     it->second.stale = true;
+    it->second.planned_stale = true;
   }
   ChangedLocked(name);
 }
@@ -792,6 +826,12 @@ ControllerStatus Hub::Status() {
   }
   in.plans = placer_.AllPlacements();
   in.plugin_pods = &plugin_pods_;
+  if (std::any_of(rollouts_.begin(), rollouts_.end(), [](const auto& kv) { return kv.second.dirty; })) {
+    (void)PushChangedLocked(PlanRolloutsLocked());
+  }
+  for (const auto& [key, r] : rollouts_) {
+    in.rollouts.emplace(key, r.state);
+  }
   for (const auto& [name, e] : nodes_) {
     in.nodes.push_back(&e.record);
   }

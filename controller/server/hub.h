@@ -28,6 +28,14 @@
 // work that grows with a report (conversion, checks, sorting) runs outside the lock; under
 // it, only lookups and one merge with the previous report.
 //
+// A Module with a ModulePolicy (SourceUpdate::policies) reaches its nodes as a rollout
+// (controller/rollout/rollout.h, hub_rollout.cc): a node the rollout has not admitted keeps
+// the entry of that Module it was last sent, as under a plugin Pod; a node that failed on
+// the Module's revision is sent the entry it last ran well (rollback), unless the policy
+// says to leave it; `rollout undo` sends every node of the revision back. Where a node is
+// comes from its reports: an entry counts as applied once the agent reports a status for
+// the desired state that first carried it (ModuleStatus.desired_version).
+//
 // Thread-safe: sources, streams and the status writer call in from their own threads.
 
 #include <chrono>
@@ -49,6 +57,8 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "api/module.h"
+#include "api/module_policy.h"
+#include "controller/rollout/rollout.h"
 #include "controller/placement/placer.h"
 #include "controller/server/plugin_pods.h"
 #include "controller/server/status.h"
@@ -169,7 +179,25 @@ class Hub {
   std::set<std::string> Draining(const std::string& node);
   size_t ConnectedCount();
 
+  // The rollouts of the Modules with a ModulePolicy, by Module key.
+  std::map<std::string, RolloutState> Rollouts();
+  // Re-plans the rollouts whose canary soak ended; called about once a second.
+  void Tick();
+
  private:
+  // One node's part in the rollouts of one Module (by Module key in Entry::rollout).
+  struct NodeRollout {
+    uint64_t seq = 0;  // the push that first carried the entry the node is sent now
+    std::optional<v1::ModuleSpec> good;    // the last entry it reported Loaded on
+    std::optional<v1::ModuleSpec> before;  // `good` when the entry sent now was first sent
+    std::string failed_revision;           // it failed on this revision of the Module
+    rollout::Progress progress = rollout::Progress::kNotStarted;
+    int64_t ready_since_ms = 0;
+    std::string failure;  // the agent's message when it failed
+  };
+  // What a rollout lets a node be sent for one Module.
+  enum class Gate { kPlan, kKeep, kRollBack };
+
   struct Entry {
     NodeRecord record;
     api::Node node;                  // what the planner was last given
@@ -186,6 +214,10 @@ class Hub {
     std::optional<std::vector<ReportedModule>> unfiltered;
     // Modules the last desired state kept at their previous entry for a plugin Pod.
     std::set<std::string> holding;
+    // What the placement plans for the node, before any rollout or hold (PlannedLocked).
+    mutable std::shared_ptr<const v1::NodeDesired> planned;
+    mutable bool planned_stale = true;
+    std::map<std::string, NodeRollout> rollout;  // by Module key, Modules with a policy
     bool logged_this_stream = false;  // ignored entries were logged for this stream
     int64_t logged_unix_ms = 0;       // the last ignored or refused report logged
     uint64_t unlogged = 0;            // entries ignored since
@@ -232,6 +264,37 @@ class Hub {
   // Unix milliseconds on clock_.
   int64_t NowMs() const;
 
+  // ---- rollouts (hub_rollout.cc) ----
+  struct ModuleRollout {
+    api::ModulePolicy policy;
+    RolloutState state;
+    rollout::Output plan;
+    bool dirty = true;
+  };
+  // The node's plan before rollouts and holds, rebuilt when its placement changed.
+  const v1::NodeDesired& PlannedLocked(const std::string& name, const Entry& e) const;
+  // Takes a new set of policies; marks what changed.
+  void SetPoliciesLocked(std::map<std::string, api::ModulePolicy> policies);
+  // Where the node is with Module `key` (updates its NodeRollout); nullopt when the Module
+  // is not planned there.
+  std::optional<rollout::Progress> ProgressLocked(const std::string& name, Entry& e,
+                                                  const std::string& key, ModuleRollout& r);
+  // Plans the rollouts marked dirty; returns the nodes whose gate changed (to push).
+  std::vector<std::string> PlanRolloutsLocked();
+  // A report or a push may have moved the node on: marks its rollouts dirty.
+  void NodeRolloutChangedLocked(const std::string& name, Entry& e);
+  Gate GateLocked(const std::string& name, const Entry& e, const std::string& key,
+                  const ModuleRollout& r) const;
+  // Applies the rollouts to a desired state being built from the plan; records what was
+  // sent (NodeRollout::seq, before). `old` is what the node was last sent.
+  void ApplyRolloutsLocked(const std::string& name, Entry& e, const v1::NodeDesired* old,
+                           v1::NodeDesired& next, uint64_t seq);
+  // Whether a node this run has sent nothing yet must wait: a rollout keeps it at a
+  // Module it reports and this run has no entry of to keep it at.
+  bool WaitsForRolloutLocked(const std::string& name, const Entry& e) const;
+  // The sequence number of a version this run sent ("<run id>-<n>"); 0 for another run's.
+  uint64_t SeqOf(const std::string& version) const;
+
   const HubOptions options_;
   const Clock& clock_;
   Logger& log_;
@@ -262,6 +325,7 @@ class Hub {
   std::map<std::string, Entry> nodes_;
   std::map<std::string, NodePluginPods> plugin_pods_;  // by node; none listed: no entry
   bool plugin_pods_synced_ = false;
+  std::map<std::string, ModuleRollout> rollouts_;  // by Module key: the policies in force
   std::unordered_map<AgentStream*, std::string> streams_;
 };
 

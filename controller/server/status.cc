@@ -275,6 +275,9 @@ ControllerStatus Aggregate(const StatusInput& in) {
     if (std::optional<Condition> c = PullSecretCondition(*m, in.pull_secrets)) {
       st.conditions.push_back(*std::move(c));
     }
+    if (auto ro = in.rollouts.find(m->Key()); ro != in.rollouts.end()) {
+      st.rollout = ro->second;
+    }
   }
   // A Module never accepted has no plan, but its owner still needs to read why: it is
   // listed with zero counts.
@@ -379,7 +382,40 @@ Value ModuleStatusValue(const ModuleState& m) {
   }
   status.Set("conditions", std::move(conditions));
   status.Set("nodes", std::move(nodes));
+  if (m.rollout) {
+    status.Set("rollout", RolloutValue(*m.rollout));
+  }
   return status;
+}
+
+Value RolloutValue(const RolloutState& r) {
+  Value v = Value::EmptyMap();
+  v.Set("policy", r.policy);
+  v.Set("revision", r.revision);
+  v.Set("phase", r.phase);
+  v.Set("message", r.message);
+  v.Set("nodes", r.nodes);
+  v.Set("updated", r.updated);
+  v.Set("updating", r.updating);
+  v.Set("ready", r.ready);
+  v.Set("failed", r.failed);
+  v.Set("waiting", r.waiting);
+  v.Set("rolledBack", r.rolled_back);
+  if (!r.canaries.empty()) {
+    Value c = Value::EmptyList();
+    for (const auto& n : r.canaries) {
+      c.Append(Value(n));
+    }
+    v.Set("canaries", std::move(c));
+  }
+  if (!r.failed_nodes.empty()) {
+    Value f = Value::EmptyList();
+    for (const auto& n : r.failed_nodes) {
+      f.Append(Value(n));
+    }
+    v.Set("failedNodes", std::move(f));
+  }
+  return v;
 }
 
 namespace {

@@ -46,6 +46,7 @@ struct ReportedModule {
   std::string version;
   int64_t since_unix_ms = 0;
   std::string image;  // the reference the agent was asked for (its desired entry's)
+  std::string desired_version;  // the desired state this row answers
   bool operator==(const ReportedModule&) const = default;
 };
 
@@ -77,6 +78,25 @@ struct PullSecretState {
   bool operator==(const PullSecretState&) const = default;
 };
 
+// A Module's rollout (Modules with a ModulePolicy): the policy's name, the phase and the
+// nodes per state, from the rollout planner.
+struct RolloutState {
+  std::string policy;    // "<namespace>/<name>" of the ModulePolicy
+  std::string revision;  // the Module's revision being rolled out
+  std::string phase;     // Progressing, Paused, WaitingAfterCanary, Halted, Complete, Undone
+  std::string message;
+  int64_t nodes = 0;     // selected nodes
+  int64_t updated = 0;   // sent the revision (Updating, Ready or Failed)
+  int64_t updating = 0;
+  int64_t ready = 0;
+  int64_t failed = 0;
+  int64_t waiting = 0;   // not started
+  int64_t rolled_back = 0;
+  std::vector<std::string> canaries;
+  std::vector<std::string> failed_nodes;  // "<node>: <why>", at most 20
+  bool operator==(const RolloutState&) const = default;
+};
+
 struct StatusInput {
   std::vector<const api::Module*> modules;  // every Module in force, sorted by key
   std::vector<placement::NodePlacement> plans;        // every node's plan, sorted by node name
@@ -88,6 +108,8 @@ struct StatusInput {
   std::map<std::string, PullSecretState> pull_secrets;  // by "<namespace>/<name>"
   // Kubernetes mode: the plugin Pods by node (status.devicePlugin and status.dra counters).
   const std::map<std::string, NodePluginPods>* plugin_pods = nullptr;
+  // The rollouts by Module key (Modules with a ModulePolicy).
+  std::map<std::string, RolloutState> rollouts;
   bool serving = true;  // desired state is sent (the Modules were once read without errors)
   bool active = true;   // this replica serves agents (the leader, in Kubernetes mode)
   std::string run_id;
@@ -130,6 +152,7 @@ struct ModuleState {
   std::optional<api::DaemonSetStatus> dra;
   std::vector<Condition> conditions;
   std::vector<NodeModuleStatus> nodes;  // sorted by node
+  std::optional<RolloutState> rollout;  // with a ModulePolicy
 };
 
 struct ControllerStatus {
@@ -147,6 +170,8 @@ ControllerStatus Aggregate(const StatusInput& in);
 // A Module's status (moduleLoader, conditions, per-node rows): the Module's status
 // subresource in Kubernetes mode and its `status` in the status document, one shape.
 Value ModuleStatusValue(const ModuleState& m);
+// A Module's status.rollout.
+Value RolloutValue(const RolloutState& r);
 
 // The status document (the status file's content, as YAML or JSON).
 Value ToValue(const ControllerStatus& s);

@@ -114,7 +114,7 @@ absl::StatusOr<ReportedModules> ReportedFromProto(
         absl::StrCat(m.namespace_(), "/", m.name()), proto::FromProto(m.phase()),
         Truncated(m.message(), limits.max_text), Truncated(m.image_digest(), limits.max_text),
         Truncated(m.version(), limits.max_text), m.since_unix_ms(),
-        Truncated(m.image(), limits.max_text)});
+        Truncated(m.image(), limits.max_text), Truncated(m.desired_version(), limits.max_text)});
   }
   // Stable: of two entries for one key, the first one listed is kept.
   std::stable_sort(out.modules.begin(), out.modules.end(),

@@ -262,7 +262,13 @@ void DirSource::Rescan(bool initial, const std::set<std::string>& writing) {
     }
     reported_ = update.errors;
   }
-  if (!initial && update.changes.empty() && !errors_changed) {
+  std::map<std::string, api::ModulePolicy> policies = files_.Policies();
+  const bool policies_changed = initial || policies != policies_;
+  if (policies_changed) {
+    policies_ = policies;
+    update.policies = std::move(policies);
+  }
+  if (!initial && update.changes.empty() && !errors_changed && !policies_changed) {
     return;
   }
   size_t set = 0;

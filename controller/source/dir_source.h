@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -49,6 +50,9 @@ struct SourceUpdate {
   // it to, so those nodes may report it (and hold its deletion) unasked: see Hub::Report.
   std::set<std::string> finalized;
   size_t module_count = 0;
+  // Every ModulePolicy in force, by the Module it governs, when they changed (and in the
+  // first update); nullopt: as before.
+  std::optional<std::map<std::string, api::ModulePolicy>> policies;
 };
 
 // Where Modules come from. The callback runs on the source's own thread, one call at a
@@ -99,6 +103,7 @@ class DirSource : public ModuleSource {
   Callback on_update_;
   ModuleFiles files_;                      // reader thread
   std::vector<api::Diagnostic> reported_;  // the errors last logged (reader thread)
+  std::map<std::string, api::ModulePolicy> policies_;  // the policies last sent (idem)
   // Module key -> the Kubernetes-only fields last warned about (reader thread): each
   // Module's warning is logged once, and again only when those fields change.
   std::map<std::string, std::string> kube_only_;

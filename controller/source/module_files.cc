@@ -10,6 +10,7 @@ namespace kmodd::source {
 
 std::vector<api::Diagnostic> ModuleFiles::Check(const std::string& file, const std::string& text,
                                                 std::map<std::string, api::Module>& out,
+                                                std::map<std::string, api::ModulePolicy>& policies,
                                                 std::vector<api::Diagnostic>& warnings) const {
   api::Decoded d = api::DecodeDocuments(text, file);
   warnings = std::move(d.warnings);
@@ -52,6 +53,26 @@ std::vector<api::Diagnostic> ModuleFiles::Check(const std::string& file, const s
     }
     out.emplace(key, std::move(lm.object));
   }
+  for (auto& lp : d.policies) {
+    const std::string module = lp.object.ModuleKey();
+    const std::string object = absl::StrCat("ModulePolicy ", lp.object.Key());
+    bool taken = policies.count(module) != 0;
+    std::string where = "this file";
+    for (const auto& [name, f] : files_) {
+      if (name != file && f.policies.count(module) != 0) {
+        taken = true;
+        where = name;
+      }
+    }
+    if (taken) {
+      errors.push_back(api::Diagnostic{
+          file, lp.LineOf("spec.moduleName"), object, "spec.moduleName",
+          absl::StrCat("Module ", module, " already has a ModulePolicy in ", where,
+                       "; give each Module at most one")});
+      continue;
+    }
+    policies.emplace(module, std::move(lp.object));
+  }
   return errors;
 }
 
@@ -78,8 +99,9 @@ ModuleChanges ModuleFiles::Update(const std::string& file, const std::optional<s
 ModuleChanges ModuleFiles::Apply(const std::string& file, const std::string& text) {
   ModuleChanges changes;
   std::map<std::string, api::Module> fresh;
+  std::map<std::string, api::ModulePolicy> policies;
   std::vector<api::Diagnostic> warnings;
-  std::vector<api::Diagnostic> errors = Check(file, text, fresh, warnings);
+  std::vector<api::Diagnostic> errors = Check(file, text, fresh, policies, warnings);
   File& f = files_[file];
   f.text = text;
   f.warnings = std::move(warnings);
@@ -102,6 +124,7 @@ ModuleChanges ModuleFiles::Apply(const std::string& file, const std::string& tex
     owner_[key] = file;
   }
   f.modules = std::move(fresh);
+  f.policies = std::move(policies);
   if (!changes.removed.empty()) {
     RetryRejected(changes);
   }
@@ -140,6 +163,16 @@ std::vector<api::Diagnostic> ModuleFiles::Errors() const {
   std::vector<api::Diagnostic> out;
   for (const auto& [name, f] : files_) {
     out.insert(out.end(), f.errors.begin(), f.errors.end());
+  }
+  return out;
+}
+
+std::map<std::string, api::ModulePolicy> ModuleFiles::Policies() const {
+  std::map<std::string, api::ModulePolicy> out;
+  for (const auto& [name, f] : files_) {
+    for (const auto& [key, p] : f.policies) {
+      out.emplace(key, p);
+    }
   }
   return out;
 }

@@ -13,6 +13,7 @@
 
 #include "api/diagnostic.h"
 #include "api/module.h"
+#include "api/module_policy.h"
 
 namespace kmodd::source {
 
@@ -36,11 +37,15 @@ class ModuleFiles {
   // Warnings (unknown fields, ignored kinds) of every file's last content.
   std::vector<api::Diagnostic> Warnings() const;
   size_t ModuleCount() const { return owner_.size(); }
+  // The ModulePolicies of every file's last good content, by the Module they govern
+  // (ModulePolicy::ModuleKey). Two policies for one Module: the second file is rejected.
+  std::map<std::string, api::ModulePolicy> Policies() const;
 
  private:
   struct File {
     std::string text;                            // the last content seen, good or bad
     std::map<std::string, api::Module> modules;  // the last good content's, by key
+    std::map<std::string, api::ModulePolicy> policies;  // idem, by the Module governed
     std::vector<api::Diagnostic> errors;
     std::vector<api::Diagnostic> warnings;
   };
@@ -51,6 +56,7 @@ class ModuleFiles {
   // The errors of `text`'s Modules (validation, duplicates), or none: then `out` holds them.
   std::vector<api::Diagnostic> Check(const std::string& file, const std::string& text,
                                      std::map<std::string, api::Module>& out,
+                                     std::map<std::string, api::ModulePolicy>& policies,
                                      std::vector<api::Diagnostic>& warnings) const;
 
   std::map<std::string, File> files_;

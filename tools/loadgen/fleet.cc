@@ -26,7 +26,7 @@ std::string BootId(std::mt19937_64& rng) {
 
 Fleet::Fleet(const Options& o, std::vector<std::shared_ptr<grpc::ChannelCredentials>> credentials,
              std::vector<std::string> tokens)
-    : reconnect_(o.reconnect), tokens_(std::move(tokens)), jitter_(std::random_device{}()) {
+    : reconnect_(o.reconnect), options_(o), tokens_(std::move(tokens)), jitter_(std::random_device{}()) {
   for (int c = 0; c < o.connections; ++c) {
     // The agent's arguments (its backoff, keepalive and connect deadline), so that what is
     // measured is how agents connect.
@@ -70,7 +70,7 @@ void Fleet::Start() {
   for (int i = 0; i < agents(); ++i) {
     OpenStream(i);
   }
-  if (reconnect_) {
+  if (reconnect_ || options_.load_ms > 0) {
     scheduler_ = std::thread([this] { RunScheduler(); });
   }
 }
@@ -105,10 +105,10 @@ void Fleet::RunScheduler() {
       scheduler_cv_.wait_until(lock, when);
       continue;
     }
-    const int slot = due_.begin()->second;
+    std::function<void()> fn = std::move(due_.begin()->second);
     due_.erase(due_.begin());
     lock.unlock();
-    OpenStream(slot);
+    fn();
     lock.lock();
   }
 }
@@ -198,6 +198,38 @@ std::string Fleet::ReportJsonLines() const {
   return out;
 }
 
+void Fleet::After(std::chrono::milliseconds delay, std::function<void()> fn) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) {
+      return;
+    }
+    due_.emplace(std::chrono::steady_clock::now() + delay, std::move(fn));
+  }
+  scheduler_cv_.notify_all();
+}
+
+std::string Fleet::TimelineJsonLines() const {
+  std::lock_guard lock(agents_mu_);
+  std::string out;
+  auto add = [&out](const SimAgent& a) {
+    for (const PhaseEvent& e : a.Timeline()) {
+      absl::StrAppend(&out, "{\"node\":\"", a.name(), "\",\"module\":\"", e.module,
+                      "\",\"image\":\"", e.image, "\",\"phase\":\"", e.phase,
+                      "\",\"unix_ms\":", e.unix_ms, "}\n");
+    }
+  };
+  for (const auto& a : retired_) {
+    add(*a);
+  }
+  for (const auto& a : agents_) {
+    if (a) {
+      add(*a);
+    }
+  }
+  return out;
+}
+
 std::vector<std::string> Fleet::Errors() const {
   std::lock_guard lock(mu_);
   return errors_;
@@ -249,7 +281,7 @@ void Fleet::OnEnded(int slot, const grpc::Status& status, bool got_desired) {
         backoff.Reset();
       }
       const auto delay = backoff.Next(std::uniform_real_distribution<double>(0, 1)(jitter_));
-      due_.emplace(std::chrono::steady_clock::now() + delay, slot);
+      due_.emplace(std::chrono::steady_clock::now() + delay, [this, slot] { OpenStream(slot); });
       scheduled = true;
     }
   }

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -33,6 +34,14 @@ struct Received {
   bool changed = false;  // its modules differ from the previous desired state's
   int64_t received_unix_ms = 0;
   int64_t acked_unix_ms = 0;  // when the ACK was handed to the transport; 0 = not yet
+};
+
+// One module phase change a simulated agent reported.
+struct PhaseEvent {
+  std::string module;
+  std::string image;
+  std::string phase;
+  int64_t unix_ms = 0;
 };
 
 class SimAgent;
@@ -89,6 +98,8 @@ class Fleet {
 
   // The ACK time of each agent's first changed desired state (for the summary).
   std::vector<int64_t> ChangedAckTimes() const;
+  // --timeline: one JSON line per module phase change an agent reported.
+  std::string TimelineJsonLines() const;
   // One JSON line per (agent, desired state received).
   std::string ReportJsonLines() const;
   // The first few stream errors, for a person to read.
@@ -103,8 +114,11 @@ class Fleet {
   // Opens a new stream for `slot` (its first, or after the previous one ended).
   void OpenStream(int slot);
   void RunScheduler();
+  // Runs `fn` on the scheduler thread after `delay` (not after Stop).
+  void After(std::chrono::milliseconds delay, std::function<void()> fn);
 
   const bool reconnect_;
+  const Options options_;
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<v1::Controller::Stub>> stubs_;
   std::vector<v1::NodeInfo> nodes_;
@@ -129,7 +143,8 @@ class Fleet {
   std::vector<std::pair<int64_t, grpc::StatusCode>> failed_;
   std::vector<agent::Backoff> backoffs_;
   std::mt19937_64 jitter_;
-  std::multimap<std::chrono::steady_clock::time_point, int> due_;  // reopen slot at time
+  // Work due at a time: reopening a stream, a slow load's end.
+  std::multimap<std::chrono::steady_clock::time_point, std::function<void()>> due_;
   bool stopping_ = false;
   std::condition_variable scheduler_cv_;
   std::thread scheduler_;

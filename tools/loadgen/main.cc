@@ -239,5 +239,8 @@ int main(int argc, char** argv) {
   if (!o.report_file.empty()) {
     std::ofstream(o.report_file) << fleet.ReportJsonLines();
   }
+  if (!o.timeline_file.empty()) {
+    std::ofstream(o.timeline_file) << fleet.TimelineJsonLines();
+  }
   return ok ? 0 : 1;
 }

@@ -1,6 +1,7 @@
 #include "tools/loadgen/options.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/flags.h"
 
 namespace kmodd::loadgen {
@@ -61,6 +62,15 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
                &o.reconnect);
   flags.Int("--min-connect-timeout-ms", "MS", "GRPC_ARG_MIN_RECONNECT_BACKOFF_MS",
             &o.min_connect_timeout_ms, positive);
+  flags.String("--fail-image", "SUBSTRING",
+               "report FAILED for a module whose image contains SUBSTRING", &o.fail_image);
+  std::string fail_nodes;
+  flags.String("--fail-nodes", "N1,N2,..", "with --fail-image: only on these nodes", &fail_nodes);
+  flags.Int("--load-ms", "MS", "report a changed module LOADING for MS before LOADED or FAILED",
+            &o.load_ms);
+  flags.String("--timeline", "FILE",
+               "on exit, one JSON line per module phase change each agent reported",
+               &o.timeline_file);
   absl::StatusOr<flags::FlagSet::Outcome> outcome = flags.Parse(args);
   if (!outcome.ok()) {
     return outcome.status();
@@ -68,6 +78,15 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& args) {
   if (*outcome == flags::FlagSet::Outcome::kHelp) {
     o.help = flags.Help();
     return o;
+  }
+  for (absl::string_view n : absl::StrSplit(fail_nodes, ',', absl::SkipEmpty())) {
+    o.fail_nodes.emplace(n);
+  }
+  if (!o.fail_nodes.empty() && o.fail_image.empty()) {
+    return absl::InvalidArgumentError("--fail-nodes goes with --fail-image");
+  }
+  if (o.load_ms < 0) {
+    return absl::InvalidArgumentError("--load-ms must not be negative");
   }
   const bool tls = !o.ca_file.empty() || !o.cert_file.empty() || !o.key_file.empty() ||
                    !o.cert_dir.empty() || !o.token_file.empty() || !o.token_dir.empty();

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,13 @@ struct Options {
   // GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, the least time a connection attempt is given: 100
   // reproduces the agent before issue 12 item C.
   int min_connect_timeout_ms = 0;
+  // Rollout tests (issue 15): a module whose image contains fail_image is reported FAILED,
+  // on the fail_nodes only when that list is not empty; a changed module is reported
+  // LOADING for load_ms first; every phase change goes to timeline_file (JSON lines).
+  std::string fail_image;
+  std::set<std::string> fail_nodes;
+  int load_ms = 0;
+  std::string timeline_file;
   // Not empty when --help was asked: the text to print (nothing else was checked).
   std::string help;
 };

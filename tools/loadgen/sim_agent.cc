@@ -1,5 +1,7 @@
 #include "tools/loadgen/sim_agent.h"
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
 namespace kmodd::loadgen {
@@ -25,24 +27,21 @@ std::string ModulesKey(const v1::NodeDesired& d) {
   return key;
 }
 
-v1::NodeReport LoadedReport(const v1::NodeDesired& d, int64_t now) {
-  v1::NodeReport r;
-  r.mutable_ack()->set_version(d.version());
-  r.mutable_ack()->set_accepted(true);
-  r.set_applied_version(d.version());
-  for (const auto& spec : d.modules()) {
-    v1::ModuleStatus* m = r.add_modules();
-    m->set_namespace_(spec.namespace_());
-    m->set_name(spec.name());
-    m->set_phase(v1::LOADED);
-    m->set_image(spec.container_image());
-    m->set_version(spec.version());
-    m->add_kernel_modules(spec.modprobe().module_name());
-    m->set_since_unix_ms(now);
-    m->set_updated_unix_ms(now);
-    m->set_desired_version(d.version());
+std::string SpecBytes(const v1::ModuleSpec& m) {
+  std::string one;
+  google::protobuf::io::StringOutputStream stream(&one);
+  google::protobuf::io::CodedOutputStream coded(&stream);
+  coded.SetSerializationDeterministic(true);
+  m.SerializeToCodedStream(&coded);
+  coded.Trim();
+  return one;
+}
+
+v1::Phase PhaseOf(const std::string& phase) {
+  if (phase == "FAILED") {
+    return v1::FAILED;
   }
-  return r;
+  return phase == "LOADING" ? v1::LOADING : v1::LOADED;
 }
 
 }  // namespace
@@ -61,6 +60,56 @@ void SimAgent::Start(v1::Controller::Stub* stub) {
   }
   StartRead(&in_);
   StartCall();
+}
+
+v1::NodeReport SimAgent::ReportLocked(int64_t now) {
+  v1::NodeReport r;
+  r.mutable_ack()->set_version(in_.version());
+  r.mutable_ack()->set_accepted(true);
+  r.set_applied_version(in_.version());
+  for (const auto& spec : in_.modules()) {
+    const ModuleState& st = modules_.at(absl::StrCat(spec.namespace_(), "/", spec.name()));
+    v1::ModuleStatus* m = r.add_modules();
+    m->set_namespace_(spec.namespace_());
+    m->set_name(spec.name());
+    m->set_phase(PhaseOf(st.phase));
+    if (st.phase == "FAILED") {
+      m->set_message("simulated failure: the image matches --fail-image");
+      m->set_error_class(v1::ERROR_TERMINAL);
+    }
+    m->set_image(spec.container_image());
+    m->set_version(spec.version());
+    m->add_kernel_modules(spec.modprobe().module_name());
+    m->set_since_unix_ms(st.since);
+    m->set_updated_unix_ms(now);
+    m->set_desired_version(in_.version());
+  }
+  return r;
+}
+
+void SimAgent::FinishLoad(const std::string& version) {
+  std::lock_guard lock(mu_);
+  if (done_ || version != in_.version()) {
+    return;  // the stream ended, or a newer desired state came (its own timer follows)
+  }
+  const Options& o = fleet_->options_;
+  const bool fails_here = !o.fail_image.empty() &&
+                          (o.fail_nodes.empty() || o.fail_nodes.count(node_.name()) != 0);
+  const int64_t now = NowMs();
+  for (auto& [k, st] : modules_) {
+    if (st.phase != "LOADING") {
+      continue;
+    }
+    st.phase = fails_here && absl::StrContains(st.image, o.fail_image) ? "FAILED" : "LOADED";
+    st.since = now;
+    timeline_.push_back(PhaseEvent{k, st.image, st.phase, now});
+  }
+  EnqueueLocked(ReportLocked(now), -1);
+}
+
+std::vector<PhaseEvent> SimAgent::Timeline() const {
+  std::lock_guard lock(mu_);
+  return timeline_;
 }
 
 void SimAgent::WaitDone() {
@@ -98,7 +147,41 @@ void SimAgent::OnReadDone(bool ok) {
     r.received_unix_ms = now;
     history_.push_back(std::move(r));
     last_modules_ = std::move(key);
-    EnqueueLocked(LoadedReport(in_, now), static_cast<int>(history_.size()) - 1);
+    const Options& o = fleet_->options_;
+    const bool fails_here = !o.fail_image.empty() &&
+                            (o.fail_nodes.empty() || o.fail_nodes.count(node_.name()) != 0);
+    std::map<std::string, ModuleState> next;
+    bool loading = false;
+    for (const auto& spec : in_.modules()) {
+      const std::string k = absl::StrCat(spec.namespace_(), "/", spec.name());
+      ModuleState st;
+      st.spec = SpecBytes(spec);
+      st.image = spec.container_image();
+      const bool failed = fails_here && absl::StrContains(spec.container_image(), o.fail_image);
+      auto old = modules_.find(k);
+      const bool changed = old == modules_.end() || old->second.spec != st.spec;
+      if (!changed) {
+        st.phase = old->second.phase;
+        st.since = old->second.since;
+        if (st.phase == "LOADING") {
+          loading = true;
+        }
+      } else {
+        st.phase = o.load_ms > 0 ? "LOADING" : failed ? "FAILED" : "LOADED";
+        st.since = now;
+        loading = loading || o.load_ms > 0;
+      }
+      if (old == modules_.end() || old->second.phase != st.phase || old->second.image != st.image) {
+        timeline_.push_back(PhaseEvent{k, st.image, st.phase, now});
+      }
+      next.emplace(k, std::move(st));
+    }
+    modules_ = std::move(next);
+    EnqueueLocked(ReportLocked(now), static_cast<int>(history_.size()) - 1);
+    if (loading) {
+      fleet_->After(std::chrono::milliseconds(o.load_ms),
+                    [this, version = in_.version()] { FinishLoad(version); });
+    }
   }
   if (first) {
     fleet_->OnConnected(slot_);

@@ -1,9 +1,12 @@
 #pragma once
 
 // One simulated agent: a Sync stream whose node "loads" instantly. It sends a hello, and
-// answers every desired state with an ACK and every module LOADED at that version.
+// answers every desired state with an ACK and every module LOADED at that version; with
+// --fail-image a matching module FAILED instead, and with --load-ms a changed module is
+// LOADING first, for that long.
 
 #include <deque>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -28,6 +31,7 @@ class SimAgent final : public grpc::ClientBidiReactor<v1::NodeReport, v1::NodeDe
 
   const std::string& name() const { return node_.name(); }
   std::vector<Received> History() const;
+  std::vector<PhaseEvent> Timeline() const;
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -40,6 +44,16 @@ class SimAgent final : public grpc::ClientBidiReactor<v1::NodeReport, v1::NodeDe
     int answers = -1;
   };
   void EnqueueLocked(v1::NodeReport report, int answers);
+  // The report of the current desired state: every module's phase as it stands.
+  v1::NodeReport ReportLocked(int64_t now);
+  // A slow load of desired state `version` ends.
+  void FinishLoad(const std::string& version);
+  struct ModuleState {
+    std::string spec;  // the entry it was last given, serialized
+    std::string phase;
+    std::string image;
+    int64_t since = 0;
+  };
 
   Fleet* fleet_;
   const v1::NodeInfo node_;
@@ -57,6 +71,8 @@ class SimAgent final : public grpc::ClientBidiReactor<v1::NodeReport, v1::NodeDe
   std::vector<Received> history_;
   std::string last_modules_;  // the serialized modules of the previous desired state
   bool counted_change_ = false;
+  std::map<std::string, ModuleState> modules_;  // by "<namespace>/<name>"
+  std::vector<PhaseEvent> timeline_;
 };
 
 }  // namespace kmodd::loadgen

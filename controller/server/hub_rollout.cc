@@ -1,0 +1,411 @@
+// The hub's rollouts: Modules with a ModulePolicy reach their nodes as the rollout planner
+// (controller/rollout/rollout.h) admits them. See hub.h.
+
+#include <algorithm>
+#include <charconv>
+#include <iterator>
+
+#include <google/protobuf/util/message_differencer.h>
+
+#include "absl/strings/str_cat.h"
+#include "controller/server/hub.h"
+
+namespace kmodd::server {
+
+namespace {
+
+using google::protobuf::util::MessageDifferencer;
+
+constexpr size_t kMaxFailedListed = 20;
+
+std::string KeyOf(const v1::ModuleSpec& m) { return absl::StrCat(m.namespace_(), "/", m.name()); }
+
+const v1::ModuleSpec* FindSpec(const v1::NodeDesired* d, const std::string& key) {
+  if (d == nullptr) {
+    return nullptr;
+  }
+  for (const v1::ModuleSpec& m : d->modules()) {
+    if (KeyOf(m) == key) {
+      return &m;
+    }
+  }
+  return nullptr;
+}
+
+bool Same(const v1::ModuleSpec* a, const v1::ModuleSpec* b) {
+  if (a == nullptr || b == nullptr) {
+    return a == b;
+  }
+  return MessageDifferencer::Equals(*a, *b);
+}
+
+const ReportedModule* Reported(const std::vector<ReportedModule>& reported,
+                               const std::string& key) {
+  auto rm = std::lower_bound(reported.begin(), reported.end(), key,
+                             [](const ReportedModule& r, const std::string& k) { return r.key < k; });
+  return rm == reported.end() || rm->key != key ? nullptr : &*rm;
+}
+
+rollout::Amount ToAmount(const api::NodeAmount& a) { return rollout::Amount{a.count, a.percent}; }
+
+rollout::Policy ToPolicy(const api::RolloutSpec& r) {
+  rollout::Policy p;
+  if (r.max_parallel) {
+    p.max_parallel = ToAmount(*r.max_parallel);
+  }
+  if (r.max_failed) {
+    p.max_failed = ToAmount(*r.max_failed);
+  }
+  p.canary = r.canary_count;
+  p.canary_selector = r.canary_selector;
+  p.pause_after_canary = r.canary_pause;
+  if (r.canary_soak_seconds) {
+    p.canary_soak_ms = *r.canary_soak_seconds * 1000;
+  }
+  p.rollback = r.on_failure == api::OnFailure::kRollback;
+  return p;
+}
+
+void SetSpec(v1::NodeDesired& d, const std::string& key, const std::optional<v1::ModuleSpec>& want) {
+  auto* modules = d.mutable_modules();
+  auto it = std::find_if(modules->begin(), modules->end(),
+                         [&](const v1::ModuleSpec& m) { return KeyOf(m) == key; });
+  if (!want) {
+    if (it != modules->end()) {
+      modules->erase(it);
+    }
+    return;
+  }
+  if (it != modules->end()) {
+    *it = *want;
+  } else {
+    *d.add_modules() = *want;
+    std::sort(modules->begin(), modules->end(),
+              [](const v1::ModuleSpec& a, const v1::ModuleSpec& b) { return KeyOf(a) < KeyOf(b); });
+  }
+}
+
+}  // namespace
+
+uint64_t Hub::SeqOf(const std::string& version) const {
+  const std::string prefix = absl::StrCat(options_.run_id, "-");
+  if (!version.starts_with(prefix)) {
+    return 0;
+  }
+  uint64_t n = 0;
+  const char* begin = version.data() + prefix.size();
+  const char* end = version.data() + version.size();
+  auto [ptr, ec] = std::from_chars(begin, end, n);
+  return ec == std::errc() && ptr == end ? n : 0;
+}
+
+const v1::NodeDesired& Hub::PlannedLocked(const std::string& name, const Entry& e) const {
+  if (e.planned_stale || !e.planned) {
+    auto d = std::make_shared<v1::NodeDesired>();
+    if (std::optional<placement::NodePlacement> p = placer_.PlacementFor(name)) {
+      *d = DesiredFromPlacement(*p, "");
+    }
+    e.planned = std::move(d);
+    e.planned_stale = false;
+  }
+  return *e.planned;
+}
+
+void Hub::SetPoliciesLocked(std::map<std::string, api::ModulePolicy> policies) {
+  for (auto it = rollouts_.begin(); it != rollouts_.end();) {
+    if (policies.count(it->first) == 0) {
+      log_.Info("rollout policy removed: the module reaches its nodes at once",
+                {{"module", it->first}});
+      for (auto& [name, e] : nodes_) {
+        e.rollout.erase(it->first);
+      }
+      it = rollouts_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto& [key, p] : policies) {
+    ModuleRollout& r = rollouts_[key];
+    if (!(r.policy == p)) {
+      r.policy = std::move(p);
+      r.state.policy = r.policy.Key();
+      r.dirty = true;
+    }
+  }
+}
+
+std::optional<rollout::Progress> Hub::ProgressLocked(const std::string& name, Entry& e,
+                                                     const std::string& key, ModuleRollout& r) {
+  const v1::ModuleSpec* want = FindSpec(&PlannedLocked(name, e), key);
+  if (want == nullptr) {
+    return std::nullopt;
+  }
+  NodeRollout& nr = e.rollout[key];
+  const ReportedModule* rm = Reported(e.record.modules, key);
+  const v1::ModuleSpec* sent = FindSpec(e.desired.get(), key);
+  const bool current = rm != nullptr && nr.seq > 0 && SeqOf(rm->desired_version) >= nr.seq;
+  if (sent != nullptr && current && rm->phase == api::Phase::kLoaded) {
+    nr.good = *sent;  // what it runs well, whether or not the revision's
+  }
+  rollout::Progress p = rollout::Progress::kNotStarted;
+  if (nr.failed_revision == r.state.revision) {
+    p = rollout::Progress::kFailed;
+  } else if (sent != nullptr && Same(sent, want)) {
+    p = rollout::Progress::kUpdating;
+    if (current && rm->phase == api::Phase::kLoaded) {
+      p = rollout::Progress::kReady;
+      nr.ready_since_ms = rm->since_unix_ms;
+    } else if (current && rm->phase == api::Phase::kFailed) {
+      p = rollout::Progress::kFailed;
+      nr.failed_revision = r.state.revision;
+      nr.failure = rm->message;
+      log_.Warn("rollout: node failed on the module's new revision",
+                {{"node", name}, {"module", key}, {"revision", r.state.revision},
+                 {"error", rm->message},
+                 {"then", r.policy.rollout.on_failure == api::OnFailure::kRollback
+                              ? "rolled back to what it ran before"
+                              : "left as it is for inspection"}});
+    }
+  } else if (e.desired == nullptr && rm != nullptr && rm->version == want->version() &&
+             (rm->image.empty() || rm->image == want->container_image())) {
+    // This run has sent it nothing yet (a restart): it runs the revision already.
+    p = rm->phase == api::Phase::kLoaded   ? rollout::Progress::kReady
+        : rm->phase == api::Phase::kFailed ? rollout::Progress::kFailed
+                                           : rollout::Progress::kUpdating;
+    nr.ready_since_ms = rm->since_unix_ms;
+  }
+  return p;
+}
+
+void Hub::NodeRolloutChangedLocked(const std::string& name, Entry& e) {
+  for (auto& [key, r] : rollouts_) {
+    if (r.dirty) {
+      continue;
+    }
+    const rollout::Progress before =
+        e.rollout.count(key) != 0 ? e.rollout[key].progress : rollout::Progress::kNotStarted;
+    std::optional<rollout::Progress> now = ProgressLocked(name, e, key, r);
+    if (now.value_or(rollout::Progress::kNotStarted) != before ||
+        (now.has_value() != (r.plan.order.end() != std::find(r.plan.order.begin(),
+                                                              r.plan.order.end(), name)))) {
+      r.dirty = true;
+    }
+  }
+}
+
+std::vector<std::string> Hub::PlanRolloutsLocked() {
+  std::set<std::string> push;
+  const int64_t now = NowMs();
+  for (int round = 0; round < 4; ++round) {
+    bool any = false;
+    for (auto& [key, r] : rollouts_) {
+      if (!r.dirty) {
+        continue;
+      }
+      any = true;
+      r.dirty = false;
+      const rollout::Output before = r.plan;
+      const std::string phase_before = r.state.phase;
+      auto m = modules_.find(key);
+      if (m == modules_.end()) {
+        r.plan = {};
+        r.state = RolloutState{};
+        r.state.policy = r.policy.Key();
+        r.state.phase = "NoModule";
+        r.state.message = absl::StrCat("no Module ", key, " in force");
+        continue;
+      }
+      if (m->second.revision != r.state.revision) {
+        log_.Info("rollout: new revision of the module",
+                  {{"module", key}, {"revision", m->second.revision},
+                   {"previous", r.state.revision}});
+        r.state.revision = m->second.revision;
+      }
+      const std::string& revision = r.state.revision;
+      rollout::Input in;
+      in.policy = ToPolicy(r.policy.rollout);
+      in.paused = r.policy.paused;
+      in.resumed = r.policy.Annotation(api::kResumedRevisionAnnotation) == revision;
+      in.now_ms = now;
+      int64_t rolled_back = 0;
+      std::vector<std::string> failed_nodes;
+      for (auto& [name, e] : nodes_) {
+        std::optional<rollout::Progress> p = ProgressLocked(name, e, key, r);
+        if (!p) {
+          continue;
+        }
+        NodeRollout& nr = e.rollout[key];
+        nr.progress = *p;
+        in.nodes.push_back(rollout::NodeInput{name, e.node.metadata.labels, *p, nr.ready_since_ms,
+                                              e.stream != nullptr});
+        if (*p == rollout::Progress::kFailed && failed_nodes.size() < kMaxFailedListed) {
+          failed_nodes.push_back(absl::StrCat(name, ": ", nr.failure));
+        }
+        const v1::ModuleSpec* sent = FindSpec(e.desired.get(), key);
+        if (nr.failed_revision == revision && nr.before && Same(sent, &*nr.before)) {
+          ++rolled_back;
+        }
+      }
+      rollout::Output out = rollout::Plan(in);
+      const bool undone = r.policy.Annotation(api::kUndoRevisionAnnotation) == revision;
+      RolloutState& st = r.state;
+      st.nodes = static_cast<int64_t>(in.nodes.size());
+      st.updating = out.updating;
+      st.ready = out.ready;
+      st.failed = out.failed;
+      st.updated = out.updating + out.ready + out.failed;
+      st.waiting = static_cast<int64_t>(in.nodes.size()) - st.updated;
+      st.rolled_back = rolled_back;
+      st.canaries.assign(out.canaries.begin(), out.canaries.end());
+      st.failed_nodes = std::move(failed_nodes);
+      if (undone) {
+        out.admitted.clear();
+        out.rollback.clear();
+        st.phase = "Undone";
+        st.message = absl::StrCat("undone: the nodes sent revision ", revision,
+                                  " go back to what they ran before it, until the Module "
+                                  "changes again");
+        for (const rollout::NodeInput& n : in.nodes) {
+          if (n.progress != rollout::Progress::kNotStarted) {
+            push.insert(n.name);
+          }
+        }
+      } else {
+        st.phase = rollout::PhaseName(out.phase);
+        st.message = out.message;
+      }
+      if ((phase_before == "Undone") != undone) {
+        for (const rollout::NodeInput& n : in.nodes) {
+          push.insert(n.name);
+        }
+      }
+      std::set_symmetric_difference(before.admitted.begin(), before.admitted.end(),
+                                    out.admitted.begin(), out.admitted.end(),
+                                    std::inserter(push, push.end()));
+      std::set_symmetric_difference(before.rollback.begin(), before.rollback.end(),
+                                    out.rollback.begin(), out.rollback.end(),
+                                    std::inserter(push, push.end()));
+      if (st.phase != phase_before) {
+        log_.Info("rollout phase", {{"module", key},
+                                    {"revision", revision},
+                                    {"phase", st.phase},
+                                    {"message", st.message},
+                                    {"ready", st.ready},
+                                    {"failed", st.failed},
+                                    {"waiting", st.waiting}});
+      }
+      r.plan = std::move(out);
+    }
+    if (!any) {
+      break;
+    }
+  }
+  return {push.begin(), push.end()};
+}
+
+Hub::Gate Hub::GateLocked(const std::string& name, const Entry& e, const std::string& key,
+                          const ModuleRollout& r) const {
+  if (r.state.phase == "Undone") {
+    auto it = e.rollout.find(key);
+    const bool started = it != e.rollout.end() && it->second.progress != rollout::Progress::kNotStarted;
+    return started ? Gate::kRollBack : Gate::kKeep;
+  }
+  if (r.state.phase == "NoModule") {
+    return Gate::kPlan;
+  }
+  if (r.plan.rollback.count(name) != 0) {
+    return Gate::kRollBack;
+  }
+  return r.plan.admitted.count(name) != 0 ? Gate::kPlan : Gate::kKeep;
+}
+
+void Hub::ApplyRolloutsLocked(const std::string& name, Entry& e, const v1::NodeDesired* old,
+                              v1::NodeDesired& next, uint64_t seq) {
+  for (const auto& [key, r] : rollouts_) {
+    const v1::ModuleSpec* planned = FindSpec(&next, key);
+    const v1::ModuleSpec* last = FindSpec(old, key);
+    if (planned == nullptr && last == nullptr) {
+      continue;
+    }
+    NodeRollout& nr = e.rollout[key];
+    // Taking a Module off a node (its selector no longer matches) is not paced.
+    const Gate gate = planned == nullptr ? Gate::kPlan : GateLocked(name, e, key, r);
+    std::optional<v1::ModuleSpec> want;
+    switch (gate) {
+      case Gate::kPlan:
+        if (planned != nullptr) {
+          want = *planned;
+        }
+        break;
+      case Gate::kKeep:
+        if (last != nullptr) {
+          want = *last;
+        }
+        break;
+      case Gate::kRollBack:
+        want = nr.before;
+        break;
+    }
+    if (!Same(want ? &*want : nullptr, last)) {
+      nr.seq = seq;
+      if (gate != Gate::kRollBack) {
+        nr.before = nr.good;
+      } else {
+        log_.Info("rollout: node sent back to what it ran before the revision",
+                  {{"node", name}, {"module", key}, {"revision", r.state.revision},
+                   {"image", want ? want->container_image() : std::string("(none: unloaded)")}});
+      }
+    }
+    SetSpec(next, key, want);
+  }
+}
+
+bool Hub::WaitsForRolloutLocked(const std::string& name, const Entry& e) const {
+  if (e.desired || rollouts_.empty()) {
+    return false;
+  }
+  for (const auto& [key, r] : rollouts_) {
+    if (FindSpec(&PlannedLocked(name, e), key) == nullptr || GateLocked(name, e, key, r) == Gate::kPlan) {
+      continue;
+    }
+    if (!e.reported) {
+      return true;  // what it runs is not known yet
+    }
+    auto nr = e.rollout.find(key);
+    const bool started = nr != e.rollout.end() && nr->second.progress != rollout::Progress::kNotStarted;
+    if (!started && Reported(e.record.modules, key) != nullptr) {
+      return true;  // there is no entry of this run to keep it at: sending would unload it
+    }
+  }
+  return false;
+}
+
+void Hub::Tick() {
+  std::lock_guard lock(mu_);
+  const int64_t now = NowMs();
+  bool due = false;
+  for (auto& [key, r] : rollouts_) {
+    if (r.plan.recheck_at_ms && *r.plan.recheck_at_ms <= now) {
+      r.dirty = true;
+      due = true;
+    }
+  }
+  if (due) {
+    (void)PushChangedLocked(PlanRolloutsLocked());
+    ChangedLocked();
+  }
+}
+
+std::map<std::string, RolloutState> Hub::Rollouts() {
+  std::lock_guard lock(mu_);
+  if (std::any_of(rollouts_.begin(), rollouts_.end(), [](const auto& kv) { return kv.second.dirty; })) {
+    (void)PushChangedLocked(PlanRolloutsLocked());
+  }
+  std::map<std::string, RolloutState> out;
+  for (const auto& [key, r] : rollouts_) {
+    out.emplace(key, r.state);
+  }
+  return out;
+}
+
+}  // namespace kmodd::server
