@@ -13,5 +13,6 @@ int ValidateCommand(const std::vector<std::string>& args, std::ostream& out, std
 int PlanCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int RunCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int StatusCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int RolloutCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace kmodd::cli

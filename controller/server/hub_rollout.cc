@@ -143,6 +143,10 @@ std::optional<rollout::Progress> Hub::ProgressLocked(const std::string& name, En
   NodeRollout& nr = e.rollout[key];
   const ReportedModule* rm = Reported(e.record.modules, key);
   const v1::ModuleSpec* sent = FindSpec(e.desired.get(), key);
+  if (nr.seq == 0 && sent != nullptr) {
+    // Sent before the policy came: the last desired state carried it (as did earlier ones).
+    nr.seq = SeqOf(e.desired->version());
+  }
   const bool current = rm != nullptr && nr.seq > 0 && SeqOf(rm->desired_version) >= nr.seq;
   if (sent != nullptr && current && rm->phase == api::Phase::kLoaded) {
     nr.good = *sent;  // what it runs well, whether or not the revision's
