@@ -1,15 +1,17 @@
 // `kmodd-controller rollout status|pause|resume|undo NAMESPACE/NAME`: a Module's rollout
 // (issue 15), as kubectl's `rollout` does for a Deployment.
 //
-// status reads the status file the running controller writes (its Module's status.rollout).
-// pause, resume and undo change the Module's ModulePolicy where it lives: in standalone mode
-// its document in the modules directory (rewritten atomically; the running controller sees
-// the change as any edit). pause sets spec.paused; resume clears it and approves the
+// status reads the Module's status.rollout: from the status file the running controller
+// writes (standalone), or from the API server (--kubernetes). pause, resume and undo change
+// the Module's ModulePolicy where it lives: in standalone mode its document in the modules
+// directory (rewritten atomically; the running controller sees the change as any edit), in
+// Kubernetes mode the object (a merge patch, as the user running the command). pause sets spec.paused; resume clears it and approves the
 // canaries of the Module's current revision (annotation kmodd.io/resumed-revision); undo
 // sends the nodes of the current revision back to what they ran before it (annotation
 // kmodd.io/undo-revision) until the Module changes again.
 
 #include <chrono>
+#include <functional>
 #include <filesystem>
 #include <optional>
 #include <ostream>
@@ -24,7 +26,12 @@
 #include "common/file.h"
 #include "common/flags.h"
 #include "common/value.h"
+#include "common/clock.h"
+#include "common/json.h"
 #include "controller/cli/commands.h"
+#include "controller/kube/config.h"
+#include "controller/kube/rest_client.h"
+#include "controller/kube_mode/kube_source.h"
 #include "controller/server/status.h"
 
 namespace kmodd::cli {
@@ -33,7 +40,8 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: kmodd-controller rollout status NAMESPACE/NAME [--status-file FILE] [--wait SECONDS]\n"
-    "       kmodd-controller rollout pause|resume|undo NAMESPACE/NAME --modules-dir DIR\n";
+    "       kmodd-controller rollout pause|resume|undo NAMESPACE/NAME --modules-dir DIR\n"
+    "       kmodd-controller rollout ACTION NAMESPACE/NAME --kubernetes [--kubeconfig FILE]\n";
 
 namespace fs = std::filesystem;
 
@@ -99,28 +107,52 @@ std::string Describe(const std::string& key, const Value& r) {
   return out;
 }
 
-int Status(const std::string& key, const std::string& path, int wait_s, std::ostream& out,
-           std::ostream& err) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait_s);
-  std::string last;
-  for (;;) {
+// Reads the Module's status.rollout now: the Value (null when the Module has none), or an
+// error to print.
+using RolloutReader = std::function<absl::StatusOr<Value>()>;
+
+RolloutReader FileReader(const std::string& key, const std::string& path) {
+  return [key, path]() -> absl::StatusOr<Value> {
     absl::StatusOr<std::string> text = ReadFile(path);
     if (!text.ok()) {
-      err << "error: " << text.status().message()
-          << "\n(is `kmodd-controller run` running with this --status-file?)\n";
-      return 1;
+      return absl::NotFoundError(absl::StrCat(
+          text.status().message(), "\n(is `kmodd-controller run` running with this --status-file?)"));
     }
     absl::StatusOr<Value> doc = server::ParseStatusDocument(*text);
     if (!doc.ok()) {
-      err << "error: " << path << ": " << doc.status().message() << "\n";
-      return 1;
+      return absl::InvalidArgumentError(absl::StrCat(path, ": ", doc.status().message()));
     }
     bool found = false;
     const Value* r = FindRollout(*doc, key, found);
     if (!found) {
-      err << "error: no Module " << key << " in " << path << "\n";
+      return absl::NotFoundError(absl::StrCat("no Module ", key, " in ", path));
+    }
+    return r == nullptr ? Value() : *r;
+  };
+}
+
+RolloutReader ApiReader(kube::KubeClient& client, const std::string& ns, const std::string& name) {
+  return [&client, ns, name]() -> absl::StatusOr<Value> {
+    absl::StatusOr<Value> m = client.Get(source::ModuleObjectPath(ns, name));
+    if (!m.ok()) {
+      return m.status();
+    }
+    const Value* r = Lookup(*m, {"status", "rollout"});
+    return r == nullptr ? Value() : *r;
+  };
+}
+
+int Status(const std::string& key, const RolloutReader& read, int wait_s, std::ostream& out,
+           std::ostream& err) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait_s);
+  std::string last;
+  for (;;) {
+    absl::StatusOr<Value> rollout = read();
+    if (!rollout.ok()) {
+      err << "error: " << rollout.status().message() << "\n";
       return 1;
     }
+    const Value* r = rollout->IsNull() ? nullptr : &*rollout;
     if (r == nullptr) {
       err << "error: Module " << key
           << " has no ModulePolicy: it reaches every selected node at once (no rollout)\n";
@@ -301,6 +333,66 @@ int Change(const std::string& action, const std::string& key, const std::string&
   return 0;
 }
 
+// Kubernetes mode: the ModulePolicy object naming the Module, patched.
+int ChangeInApi(kube::KubeClient& client, const std::string& action, const std::string& ns,
+                const std::string& name, std::ostream& out, std::ostream& err) {
+  const std::string key = absl::StrCat(ns, "/", name);
+  absl::StatusOr<Value> object = client.Get(source::ModuleObjectPath(ns, name));
+  if (!object.ok()) {
+    err << "error: Module " << key << ": " << object.status().message() << "\n";
+    return 1;
+  }
+  absl::StatusOr<api::Module> module = source::ModuleFromObject(*object);
+  if (!module.ok()) {
+    err << "error: " << module.status().message() << "\n";
+    return 1;
+  }
+  const std::string collection = kube::ResourcePath(api::kKmoddGroupVersion, "modulepolicies", ns);
+  absl::StatusOr<kube::ObjectList> list = client.List(collection, {});
+  if (!list.ok()) {
+    err << "error: ModulePolicies in " << ns << ": " << list.status().message() << "\n";
+    return 1;
+  }
+  std::string policy;
+  for (const Value& p : list->items) {
+    const std::string pname = StringAt(p, {"metadata", "name"});
+    if (StringAt(p, {"spec", "moduleName"}) == name && (policy.empty() || pname < policy)) {
+      policy = pname;  // the one that governs it (module_policies.h)
+    }
+  }
+  if (policy.empty()) {
+    err << "error: Module " << key << " has no ModulePolicy in namespace " << ns
+        << ": create one (kind ModulePolicy, apiVersion kmodd.io/v1alpha1, spec.moduleName: "
+        << name << ") to pace its rollouts\n";
+    return 1;
+  }
+  Value patch = Value::EmptyMap();
+  Value annotations = Value::EmptyMap();
+  if (action == "pause" || action == "resume") {
+    patch.Set("spec", Value(Value::Map{{"paused", action == "pause"}}));
+  }
+  if (action == "resume") {
+    annotations.Set(api::kResumedRevisionAnnotation, module->revision);
+  } else if (action == "undo") {
+    annotations.Set(api::kUndoRevisionAnnotation, module->revision);
+  }
+  if (!annotations.AsMap().empty()) {
+    patch.Set("metadata", Value(Value::Map{{"annotations", std::move(annotations)}}));
+  }
+  absl::StatusOr<Value> patched =
+      client.MergePatch(kube::ResourcePath(api::kKmoddGroupVersion, "modulepolicies", ns, policy), patch);
+  if (!patched.ok()) {
+    err << "error: ModulePolicy " << ns << "/" << policy << ": " << patched.status().message() << "\n";
+    return 1;
+  }
+  const char* what = action == "pause"    ? "paused"
+                     : action == "resume" ? "resumed"
+                                          : "undone: its nodes go back to what they ran before it";
+  out << "Module " << key << ": rollout of revision " << module->revision << " " << what
+      << " (ModulePolicy " << ns << "/" << policy << ")\n";
+  return 0;
+}
+
 }  // namespace
 
 int RolloutCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -309,6 +401,8 @@ int RolloutCommand(const std::vector<std::string>& args, std::ostream& out, std:
   std::string dir;
   std::string status_file = "/var/lib/kmodd/controller-status.yaml";
   int wait_s = 0;
+  bool kubernetes = false;
+  std::string kubeconfig;
   flags::FlagSet flags("kmodd-controller rollout", kUsage);
   flags.Positional("ACTION", "status, pause, resume or undo", &action);
   flags.Positional("NAMESPACE/NAME", "the Module", &key);
@@ -320,6 +414,9 @@ int RolloutCommand(const std::vector<std::string>& args, std::ostream& out, std:
             "status: wait until the rollout is Complete (exit 0), Halted or Undone (exit 1), "
             "at most this long",
             &wait_s);
+  flags.Switch("--kubernetes", "the Module and its ModulePolicy in the API server", &kubernetes);
+  flags.String("--kubeconfig", "FILE",
+               "with --kubernetes: the client configuration (default: in-cluster)", &kubeconfig);
   if (std::optional<int> exit = flags.ParseOrExit(args, out, err)) {
     return *exit;
   }
@@ -327,12 +424,33 @@ int RolloutCommand(const std::vector<std::string>& args, std::ostream& out, std:
     err << "error: \"" << key << "\": give the Module as NAMESPACE/NAME\n" << kUsage;
     return 2;
   }
-  if (action == "status") {
-    return Status(key, status_file, wait_s, out, err);
-  }
-  if (action != "pause" && action != "resume" && action != "undo") {
+  if (action != "status" && action != "pause" && action != "resume" && action != "undo") {
     err << "error: \"" << action << "\": expected status, pause, resume or undo\n" << kUsage;
     return 2;
+  }
+  if (kubernetes) {
+    absl::StatusOr<kube::KubeConfig> config =
+        kubeconfig.empty() ? kube::InClusterConfig() : kube::LoadKubeconfig(kubeconfig);
+    if (!config.ok()) {
+      err << "error: " << config.status().message() << "\n";
+      return 1;
+    }
+    RealClock clock;
+    absl::StatusOr<std::unique_ptr<kube::RestKubeClient>> client =
+        kube::RestKubeClient::Create(*config, clock);
+    if (!client.ok()) {
+      err << "error: " << client.status().message() << "\n";
+      return 1;
+    }
+    const std::string ns = key.substr(0, key.find('/'));
+    const std::string name = key.substr(key.find('/') + 1);
+    if (action == "status") {
+      return Status(key, ApiReader(**client, ns, name), wait_s, out, err);
+    }
+    return ChangeInApi(**client, action, ns, name, out, err);
+  }
+  if (action == "status") {
+    return Status(key, FileReader(key, status_file), wait_s, out, err);
   }
   if (dir.empty()) {
     err << "error: " << action << " needs --modules-dir (the directory `run` reads)\n" << kUsage;

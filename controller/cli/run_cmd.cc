@@ -211,6 +211,7 @@ int RunKubernetes(const RunConfig& c, const sigset_t& signals, const std::string
   server::HubOptions hub_options{run_id, std::chrono::seconds(c.forget_after_s)};
   hub_options.nodes_from_api = true;
   hub_options.wait_for_plugin_pods = true;
+  hub_options.wait_for_policies = true;
   server::Hub hub(hub_options, clock, log);
   const std::string identity = Identity();
   std::unique_ptr<kube::LeaderElector> elector;

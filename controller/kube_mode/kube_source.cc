@@ -151,6 +151,7 @@ void KubeSource::Start() {
   modules_thread_ = std::thread([this] { RunModules(); });
   secrets_thread_ = std::thread([this] { RunSecrets(); });
   pods_thread_ = std::thread([this] { RunPluginPods(); });
+  policies_thread_ = std::thread([this] { RunPolicies(); });
 }
 
 void KubeSource::Stop() {
@@ -159,7 +160,8 @@ void KubeSource::Stop() {
     std::lock_guard lock(mu_);  // a waiter between its check and its wait sees the cancel
   }
   nodes_synced_cv_.notify_all();
-  for (std::thread* t : {&nodes_thread_, &modules_thread_, &secrets_thread_, &pods_thread_}) {
+  for (std::thread* t :
+       {&nodes_thread_, &modules_thread_, &secrets_thread_, &pods_thread_, &policies_thread_}) {
     if (t->joinable()) {
       t->join();
     }
@@ -210,6 +212,43 @@ void KubeSource::RunPluginPods() {
                      "driver changes; grant list and watch on Pods (deploy/)",
                      {{"error", e.ToString()}});
            hub_.SetAllPluginPods({});
+         }
+       }},
+      clock_);
+  lw.Run(stop_);
+}
+
+void KubeSource::RunPolicies() {
+  kube::ListWatchOptions o;
+  o.path = kube::ResourcePath(api::kKmoddGroupVersion, "modulepolicies");
+  auto log_problems = [this] {
+    for (const std::string& p : policies_.TakeProblems()) {
+      log_.Warn("ModulePolicy ignored", {{"problem", p}});
+    }
+  };
+  kube::ListWatch lw(
+      client_, o,
+      {[this, log_problems](const std::vector<Value>& objects) {
+         hub_.SetPolicies(policies_.Sync(objects));
+         log_problems();
+       },
+       [this, log_problems](kube::EventType t, const Value& object) {
+         if (auto by_module = policies_.Apply(t, object)) {
+           hub_.SetPolicies(*std::move(by_module));
+         }
+         log_problems();
+       },
+       [this, unlisted = true](const absl::Status& e) mutable {
+         LogWatchError("ModulePolicies", e);
+         if (unlisted && (absl::IsNotFound(e) || absl::IsPermissionDenied(e))) {
+           // No CRD (or not granted): every Module reaches its nodes at once, as without
+           // a policy, rather than never.
+           unlisted = false;
+           log_.Warn("ModulePolicies cannot be listed: Modules are pushed without rollout "
+                     "pacing; apply deploy/crd/kmodd.io_modulepolicies.yaml and grant list "
+                     "and watch on them (deploy/)",
+                     {{"error", e.ToString()}});
+           hub_.SetPolicies({});
          }
        }},
       clock_);

@@ -45,6 +45,7 @@
 #include "api/node.h"
 #include "controller/kube/client.h"
 #include "controller/server/hub.h"
+#include "controller/kube_mode/module_policies.h"
 #include "controller/kube_mode/plugin_pods.h"
 #include "controller/kube_mode/pull_secret.h"
 
@@ -131,6 +132,7 @@ class KubeSource {
   void RunModules();
   void RunSecrets();
   void RunPluginPods();
+  void RunPolicies();
   void OnNodeSync(const std::vector<Value>& objects);
   void OnNodeEvent(kube::EventType type, const Value& object);
   void OnModuleSync(const std::vector<Value>& objects);
@@ -157,6 +159,8 @@ class KubeSource {
   std::thread modules_thread_;
   std::thread secrets_thread_;
   std::thread pods_thread_;
+  std::thread policies_thread_;
+  PolicyIndex policies_;  // the policies thread's own
   PluginPodIndex pods_;  // the pods thread's own
   std::atomic<bool> nodes_synced_{false};
   std::atomic<bool> modules_synced_{false};

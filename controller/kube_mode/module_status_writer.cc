@@ -16,6 +16,7 @@ void ModuleStatusWriter::Forget(const std::string& key) {
   std::lock_guard lock(mu_);
   written_.erase(key);
   warned_.erase(key);
+  rollouts_.erase(key);
 }
 
 void ModuleStatusWriter::Rewrite() {
@@ -27,6 +28,7 @@ void ModuleStatusWriter::Reset() {
   std::lock_guard lock(mu_);
   written_.clear();
   warned_.clear();
+  rollouts_.clear();
 }
 
 ReconcileResult ModuleStatusWriter::Reconcile(const WriterView& view, const std::string& key,
@@ -60,7 +62,49 @@ ReconcileResult ModuleStatusWriter::Reconcile(const WriterView& view, const std:
   }
   const std::optional<source::ModuleMeta> meta = view.Module(key);
   WarnOnModule(*m, meta ? meta->uid : "");
+  EventRollout(*m, meta ? meta->uid : "");
   return ReconcileResult::Ok();
+}
+
+void ModuleStatusWriter::EventRollout(const ModuleState& m, const std::string& uid) {
+  if (!m.rollout) {
+    return;
+  }
+  const std::string key = absl::StrCat(m.namespace_, "/", m.name);
+  const RolloutState& r = *m.rollout;
+  RolloutEvented before;
+  {
+    std::lock_guard lock(mu_);
+    before = rollouts_[key];
+  }
+  RolloutEvented now;
+  now.step = absl::StrCat(r.revision, "\n", r.phase);
+  now.failed.insert(r.failed_nodes.begin(), r.failed_nodes.end());
+  kube::ObjectReference ref{"kmm.sigs.x-k8s.io/v1beta1", "Module", m.namespace_, m.name, uid};
+  auto record = [&](const char* type, const std::string& reason, const std::string& message) {
+    if (absl::Status s = events_.Record(ref, type, reason, message); !s.ok()) {
+      log_.Warn("cannot record a Module event", {{"module", key}, {"error", s.ToString()}});
+      return false;
+    }
+    return true;
+  };
+  // Each step of the rollout (a new revision, paused, waiting after the canaries, halted,
+  // complete, undone) once, and each node that failed on it.
+  if (now.step != before.step &&
+      !record(r.phase == "Halted" ? kube::kEventWarning : kube::kEventNormal,
+              absl::StrCat("Rollout", r.phase),
+              absl::StrCat("revision ", r.revision, ": ", r.message))) {
+    now.step = before.step;
+  }
+  for (const std::string& f : now.failed) {
+    if (before.failed.count(f) == 0 &&
+        !record(kube::kEventWarning, "RolloutNodeFailed", absl::StrCat("revision ", r.revision, ": ", f))) {
+      now.failed.erase(f);
+      break;
+    }
+  }
+  std::lock_guard lock(mu_);
+  rollouts_[key] = std::move(now);
 }
 
 void ModuleStatusWriter::WarnOnModule(const ModuleState& m, const std::string& uid) {

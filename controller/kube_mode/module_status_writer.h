@@ -7,6 +7,10 @@
 // (Accepted=False names the fields). A Warning Event on the Module for each new
 // Accepted=False or PullSecretResolved=False (reasons Rejected, PullSecretNotFound,
 // PullSecretWrongType, PullSecretInvalidContent, PullSecretForbidden), once per problem.
+// With a ModulePolicy, an Event for each step of the rollout (reason Rollout<phase>:
+// RolloutProgressing, RolloutWaitingAfterCanary, RolloutPaused, RolloutComplete,
+// RolloutUndone; RolloutHalted as a Warning) and a Warning RolloutNodeFailed per node that
+// failed on the revision, each once.
 //
 // Thread-safe; the same Module is never reconciled by two workers at once.
 
@@ -43,6 +47,8 @@ class ModuleStatusWriter {
  private:
   // Records the Warning Events not yet recorded for the Module's problems.
   void WarnOnModule(const ModuleState& m, const std::string& uid);
+  // An Event for each step of the Module's rollout and each node failed on it, once.
+  void EventRollout(const ModuleState& m, const std::string& uid);
 
   kube::KubeClient& client_;
   kube::EventRecorder& events_;
@@ -51,6 +57,11 @@ class ModuleStatusWriter {
   std::mutex mu_;  // never held across an API call
   std::map<std::string, std::string> written_;           // key -> status last written (JSON)
   std::map<std::string, std::set<std::string>> warned_;  // key -> problems evented
+  struct RolloutEvented {
+    std::string step;               // "<revision>\n<phase>" last evented
+    std::set<std::string> failed;   // "<node>: <why>" evented
+  };
+  std::map<std::string, RolloutEvented> rollouts_;  // key -> the rollout as evented
 };
 
 }  // namespace kmodd::server

@@ -667,7 +667,8 @@ size_t Hub::ForgetGone() {
 bool Hub::PushableLocked(const Entry& e) const {
   return serving_ && active_ && e.stream != nullptr &&
          (!options_.nodes_from_api || e.from_api) && !HeldLocked(e) && !WaitsForPluginLocked(e) &&
-         !WaitsForRolloutLocked(e.record.name, e);
+         !WaitsForRolloutLocked(e.record.name, e) &&
+         (!options_.wait_for_policies || policies_synced_);
 }
 
 bool Hub::HeldLocked(const Entry& e) const {

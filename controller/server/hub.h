@@ -103,6 +103,9 @@ struct HubOptions {
   // restart this run has no earlier entry to keep the node at; Draining takes the plugin
   // off first). Without it, nodes are served at once (standalone mode, tests).
   bool wait_for_plugin_pods = false;
+  // Kubernetes mode: nothing is sent before the first SetPolicies (the ModulePolicy list),
+  // so that a restart in the middle of a rollout does not push it to every node at once.
+  bool wait_for_policies = false;
   // What one report may carry (wire.h).
   ReportLimits limits = {};
   // Ignored entries and refused reports are logged once per stream, and for one node at
@@ -183,6 +186,9 @@ class Hub {
   std::map<std::string, RolloutState> Rollouts();
   // Re-plans the rollouts whose canary soak ended; called about once a second.
   void Tick();
+  // Kubernetes mode: every ModulePolicy in force, by the Module it governs (standalone
+  // mode: SourceUpdate::policies).
+  void SetPolicies(std::map<std::string, api::ModulePolicy> policies);
 
  private:
   // One node's part in the rollouts of one Module (by Module key in Entry::rollout).
@@ -326,6 +332,7 @@ class Hub {
   std::map<std::string, NodePluginPods> plugin_pods_;  // by node; none listed: no entry
   bool plugin_pods_synced_ = false;
   std::map<std::string, ModuleRollout> rollouts_;  // by Module key: the policies in force
+  bool policies_synced_ = false;  // SetPolicies was called (HubOptions::wait_for_policies)
   std::unordered_map<AgentStream*, std::string> streams_;
 };
 

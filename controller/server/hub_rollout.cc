@@ -384,6 +384,18 @@ bool Hub::WaitsForRolloutLocked(const std::string& name, const Entry& e) const {
   return false;
 }
 
+void Hub::SetPolicies(std::map<std::string, api::ModulePolicy> policies) {
+  std::lock_guard lock(mu_);
+  SetPoliciesLocked(std::move(policies));
+  const bool first = !policies_synced_;
+  policies_synced_ = true;
+  (void)PushChangedLocked(PlanRolloutsLocked());
+  if (first) {
+    (void)PushOwedLocked();  // the nodes that waited for the first list
+  }
+  ChangedLocked();
+}
+
 void Hub::Tick() {
   std::lock_guard lock(mu_);
   const int64_t now = NowMs();

@@ -43,7 +43,26 @@ std::optional<api::Module> Decode(const Value& object, Decision* d) {
   return std::move(decoded.modules.front().object);
 }
 
+// A kmodd.io/v1alpha1 ModulePolicy: the decoder's rules and ValidateModulePolicy.
+Decision DecidePolicy(const Value& object) {
+  Decision d;
+  api::Decoded decoded = api::DecodeDocuments(ToJson(object), "request");
+  for (const auto& e : decoded.errors) {
+    d.problems.push_back(Problem(e.path, e.message));
+  }
+  for (const auto& w : decoded.warnings) {
+    d.warnings.push_back(Problem(w.path, w.message));
+  }
+  if (decoded.errors.empty() && decoded.policies.size() != 1) {
+    d.problems.emplace_back("the object is not a kmodd.io/v1alpha1 ModulePolicy");
+  }
+  return d;
+}
+
 Decision Decide(const std::string& operation, const Value& object, const Value* old_object) {
+  if (StringAt(object, {"kind"}) == "ModulePolicy") {
+    return DecidePolicy(object);  // every change checked: it has no older rules to honour
+  }
   Decision d;
   if (operation == "UPDATE" && old_object != nullptr) {
     const Value* spec = Lookup(object, {"spec"});

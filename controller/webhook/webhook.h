@@ -19,6 +19,8 @@ namespace kmodd::webhook {
 // (finalizers, labels, status) is always allowed, so that a Module written under older
 // rules can still be finalized. InvalidArgument when `review` is not an AdmissionReview
 // v1 request (the server answers 400).
+// A ModulePolicy (kmodd.io/v1alpha1, kind ModulePolicy) is checked by the same rules as
+// in a modules directory (api/module_policy.h), on every CREATE and UPDATE.
 [[nodiscard]] absl::StatusOr<Value> ReviewModule(const Value& review);
 
 // The same on the HTTP body: JSON in, JSON out.

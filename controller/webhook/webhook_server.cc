@@ -23,6 +23,7 @@ http::ServerReply Review(const http::ServerRequest& request) {
 http::Router Routes() {
   http::Router routes;
   routes.Add("POST", "/validate-module", http::RunOn::kWorkers, Review);
+  routes.Add("POST", "/validate-modulepolicy", http::RunOn::kWorkers, Review);
   return routes;
 }
 

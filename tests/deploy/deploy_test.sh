@@ -131,15 +131,15 @@ if out=$("$work/helmrender" "$src/deploy/helm/kmodd" kmodd-system "$work/values.
 fi
 grep -q 'networkPolicy.enabled needs networkPolicy.nodeCIDRs' <<<"$out" || fail "unexpected refusal: $out"
 same() {  # KUSTOMIZE.yaml HELM.yaml WHAT
-  $py - "$1" "$2" "$src/deploy/helm/kmodd/crds/kmm.sigs.x-k8s.io_modules.yaml" "$3" <<'EOF'
+  $py - "$1" "$2" "$src"/deploy/helm/kmodd/crds/*.yaml "$3" <<'EOF'
 import json, sys, yaml
 key = lambda o: (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"])
 kust = {key(o): o for o in yaml.safe_load_all(open(sys.argv[1])) if o and o["kind"] != "Namespace"}
-helm = {key(o): o for p in sys.argv[2:4] for o in yaml.safe_load_all(open(p)) if o}
+helm = {key(o): o for p in sys.argv[2:-1] for o in yaml.safe_load_all(open(p)) if o}
 for k in sorted(set(kust) | set(helm)):
     if kust.get(k) != helm.get(k):
         sys.exit(f"Helm and kustomize differ on {k}:\n{json.dumps(helm.get(k))}\n{json.dumps(kust.get(k))}")
-print(f"{sys.argv[4]} agree ({len(helm)} objects; the Namespace is Helm's --create-namespace)")
+print(f"{sys.argv[-1]} agree ({len(helm)} objects; the Namespace is Helm's --create-namespace)")
 EOF
 }
 same "$work/base.yaml" "$work/helm-base.yaml" "the Helm chart's defaults and the kustomize base"

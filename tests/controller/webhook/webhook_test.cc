@@ -164,3 +164,51 @@ TEST_CASE("webhook refuses what the Module CRD refuses, naming the same field pa
 
 }  // namespace
 }  // namespace kmodd::webhook
+
+namespace kmodd::webhook {
+namespace {
+
+using testing::Review;
+
+TEST_CASE("webhook checks a ModulePolicy: allowed when valid, refused naming the field") {
+  const std::string good = R"({"apiVersion": "kmodd.io/v1alpha1", "kind": "ModulePolicy",
+    "metadata": {"name": "p", "namespace": "ns"},
+    "spec": {"moduleName": "m", "rollout": {"maxParallel": "10%", "maxFailed": 1, "canary": {"count": 2}}}})";
+  auto respond = [](const std::string& body) {
+    auto out = ReviewModuleJson(body);
+    REQUIRE(out.ok());
+    auto v = ParseJson(*out);
+    REQUIRE(v.ok());
+    return *v;
+  };
+  const Value ok = respond(Review("CREATE", good));
+  CHECK(Lookup(ok, {"response", "allowed"})->AsBool());
+  struct Row {
+    const char* what;
+    std::string spec;
+    const char* expect;
+  };
+  const Row rows[] = {
+      {"no moduleName", R"({"paused": true})", "spec.moduleName: required"},
+      {"maxParallel 0", R"({"moduleName": "m", "rollout": {"maxParallel": 0}})", "spec.rollout.maxParallel: 0 would"},
+      {"maxFailed 300%", R"({"moduleName": "m", "rollout": {"maxFailed": "300%"}})", "spec.rollout.maxFailed: "},
+      {"maxFailed an object", R"({"moduleName": "m", "rollout": {"maxFailed": {"a": 1}}})", "spec.rollout.maxFailed: expected"},
+      {"onFailure unknown", R"({"moduleName": "m", "rollout": {"onFailure": "Explode"}})", "spec.rollout.onFailure: "},
+      {"count and selector", R"({"moduleName": "m", "rollout": {"canary": {"count": 1, "selector": {"a": "b"}}}})",
+       "spec.rollout.canary: give either"},
+  };
+  for (const Row& row : rows) {
+    INFO(row.what);
+    const std::string object = std::string(R"({"apiVersion": "kmodd.io/v1alpha1", "kind": "ModulePolicy", "metadata": {"name": "p", "namespace": "ns"}, "spec": )") + row.spec + "}";
+    const Value v = respond(Review("UPDATE", object));
+    CHECK_FALSE(Lookup(v, {"response", "allowed"})->AsBool());
+    const std::string message = StringAt(v, {"response", "status", "message"});
+    INFO(message);
+    CHECK(message.find(row.expect) != std::string::npos);
+  }
+  const http::Router routes = Routes();
+  CHECK(routes.Route({"POST", "/validate-modulepolicy", Review("CREATE", good), "127.0.0.1"}).status == 200);
+}
+
+}  // namespace
+}  // namespace kmodd::webhook
