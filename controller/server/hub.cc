@@ -694,6 +694,10 @@ void Hub::SetApiNode(api::Node node) {
     }
   }
   SetNodeLocked(e, std::move(node));
+  if (!rollouts_.empty()) {
+    NodeRolloutChangedLocked(name, e);  // its .ready label may make it Ready
+    (void)PushChangedLocked(PlanRolloutsLocked());
+  }
   if (e.stale && PushableLocked(e)) {
     PushLocked(name, e);
   }

@@ -298,6 +298,9 @@ class Hub {
   // Whether a node this run has sent nothing yet must wait: a rollout keeps it at a
   // Module it reports and this run has no entry of to keep it at.
   bool WaitsForRolloutLocked(const std::string& name, const Entry& e) const;
+  // Whether the node's report of Module `key` as Loaded counts as Ready: in Kubernetes mode
+  // once the API's Node carries its .ready label.
+  bool ReadyLabelSeenLocked(const Entry& e, const std::string& key) const;
   // The sequence number of a version this run sent ("<run id>-<n>"); 0 for another run's.
   uint64_t SeqOf(const std::string& version) const;
 

@@ -156,7 +156,7 @@ std::optional<rollout::Progress> Hub::ProgressLocked(const std::string& name, En
     p = rollout::Progress::kFailed;
   } else if (sent != nullptr && Same(sent, want)) {
     p = rollout::Progress::kUpdating;
-    if (current && rm->phase == api::Phase::kLoaded) {
+    if (current && rm->phase == api::Phase::kLoaded && ReadyLabelSeenLocked(e, key)) {
       p = rollout::Progress::kReady;
       nr.ready_since_ms = rm->since_unix_ms;
     } else if (current && rm->phase == api::Phase::kFailed) {
@@ -179,6 +179,19 @@ std::optional<rollout::Progress> Hub::ProgressLocked(const std::string& name, En
     nr.ready_since_ms = rm->since_unix_ms;
   }
   return p;
+}
+
+bool Hub::ReadyLabelSeenLocked(const Entry& e, const std::string& key) const {
+  if (!options_.nodes_from_api) {
+    return true;  // standalone: the report is all there is
+  }
+  // Kubernetes mode: Ready once the Node carries the module's .ready label as the API has
+  // it, so that the next nodes start only after what schedulers and users see says so
+  // (the labels never show more than maxParallel nodes not ready).
+  const size_t slash = key.find('/');
+  const std::string label = absl::StrCat("kmm.node.kubernetes.io/", key.substr(0, slash), ".",
+                                         key.substr(slash + 1), ".ready");
+  return e.node.metadata.labels.count(label) != 0;
 }
 
 void Hub::NodeRolloutChangedLocked(const std::string& name, Entry& e) {

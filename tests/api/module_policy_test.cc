@@ -57,7 +57,7 @@ TEST_CASE("ModulePolicy: every field read") {
   CHECK(p.rollout.on_failure == kmodd::api::OnFailure::kLeave);
 }
 
-TEST_CASE("ModulePolicy: hostile and mistaken documents are rejected, naming the field") {
+TEST_CASE("ModulePolicy: hostile and mistaken documents are rejected - naming the field") {
   struct Case {
     const char* what;
     std::string text;
@@ -129,7 +129,7 @@ TEST_CASE("ModulePolicy: an unknown field is a warning naming it") {
   CHECK(d.warnings[0].path == "spec.rollout.maxParalel");
 }
 
-TEST_CASE("Module revision: the same spec the same revision, in YAML or JSON; any change a new one") {
+TEST_CASE("Module revision: the same spec the same revision - in YAML or JSON: any change a new one") {
   const std::string yaml = R"(
 apiVersion: kmm.sigs.x-k8s.io/v1beta1
 kind: Module

@@ -17,7 +17,7 @@ Value Object(const std::string& name, const std::string& module, const std::stri
   return *v;
 }
 
-TEST_CASE("PolicyIndex: by Module; a broken one left out and reported; the first name governs") {
+TEST_CASE("PolicyIndex: by Module: a broken one left out and reported: the first name governs") {
   PolicyIndex index;
   auto by_module = index.Sync({Object("a", "m1", R"(, "rollout": {"maxParallel": 2})"),
                                Object("b", "m2", R"(, "rollout": {"maxParallel": 0})"),

@@ -46,7 +46,7 @@ std::set<std::string> Names(std::initializer_list<const char*> names) {
 
 }  // namespace
 
-TEST_CASE("rollout: amounts as steps round up, as budgets down") {
+TEST_CASE("rollout: amounts as steps round up - as budgets down") {
   CHECK(Amount{3, {}}.Step(100) == 3);
   CHECK(Amount{0, 10}.Step(25) == 3);
   CHECK(Amount{0, 10}.Step(5) == 1);  // a percentage of a few nodes still moves
@@ -57,7 +57,7 @@ TEST_CASE("rollout: amounts as steps round up, as budgets down") {
   CHECK(Amount{1, {}}.Budget(5) == 1);
 }
 
-TEST_CASE("rollout: without a policy every node at once, as KMM") {
+TEST_CASE("rollout: without a policy every node at once - as KMM") {
   Input in;
   in.nodes = Nodes(4);
   const Output out = Plan(in);
@@ -70,7 +70,7 @@ TEST_CASE("rollout: without a policy every node at once, as KMM") {
   CHECK(Plan(in).phase == Phase::kComplete);
 }
 
-TEST_CASE("rollout: maxParallel bounds the nodes updating at once, in name order") {
+TEST_CASE("rollout: maxParallel bounds the nodes updating at once - in name order") {
   Input in;
   in.nodes = Nodes(5);
   in.policy.max_parallel = Amount{2, {}};
@@ -87,7 +87,7 @@ TEST_CASE("rollout: maxParallel bounds the nodes updating at once, in name order
   CHECK(out.ready == 1);
 }
 
-TEST_CASE("rollout: canaries first; the rest after a person resumes, or after the soak") {
+TEST_CASE("rollout: canaries first: the rest after a person resumes - or after the soak") {
   Input in;
   in.nodes = Nodes(5);
   in.policy.canary = 1;
@@ -125,7 +125,7 @@ TEST_CASE("rollout: canaries first; the rest after a person resumes, or after th
   }
 }
 
-TEST_CASE("rollout: canaries by label, taken before the others whatever their names") {
+TEST_CASE("rollout: canaries by label - taken before the others whatever their names") {
   Input in;
   in.nodes = Nodes(4);
   in.nodes[0].labels["canary"] = "yes";  // n3
@@ -136,7 +136,7 @@ TEST_CASE("rollout: canaries by label, taken before the others whatever their na
   CHECK(out.admitted == Names({"n3"}));
 }
 
-TEST_CASE("rollout: over the failure budget it halts; nodes not started keep their driver") {
+TEST_CASE("rollout: over the failure budget it halts: nodes not started keep their driver") {
   Input in;
   in.nodes = Nodes(6);
   in.policy.max_parallel = Amount{3, {}};
@@ -162,7 +162,7 @@ TEST_CASE("rollout: over the failure budget it halts; nodes not started keep the
   }
 }
 
-TEST_CASE("rollout: a canary that fails halts within the budget; the others are not started") {
+TEST_CASE("rollout: a canary that fails halts within the budget: the others are not started") {
   Input in;
   in.nodes = Nodes(5);
   in.policy.canary = 2;
@@ -178,7 +178,7 @@ TEST_CASE("rollout: a canary that fails halts within the budget; the others are 
   CHECK(Plan(in).phase == Phase::kHalted);
 }
 
-TEST_CASE("rollout: a node whose agent is away is skipped, not waited for") {
+TEST_CASE("rollout: a node whose agent is away is skipped - not waited for") {
   Input in;
   in.nodes = Nodes(3);
   in.policy.max_parallel = Amount{1, {}};
@@ -201,7 +201,7 @@ TEST_CASE("rollout: paused admits nothing more") {
   CHECK(out.admitted == Names({"n0"}));
 }
 
-TEST_CASE("rollout: a fleet stepped through: never more than maxParallel updating, every node in the end") {
+TEST_CASE("rollout: a fleet stepped through: never more than maxParallel updating - every node in the end") {
   for (const int parallel : {1, 3, 7}) {
     INFO("maxParallel " << parallel);
     Input in;

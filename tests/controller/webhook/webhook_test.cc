@@ -66,7 +66,7 @@ TEST_CASE("webhook refuses an invalid Module naming each field path") {
   }
 }
 
-TEST_CASE("webhook lists every problem, separated by semicolons") {
+TEST_CASE("webhook lists every problem - separated by semicolons") {
   const Value v = Respond(Review(
       "CREATE", ModuleJson(R"([{"containerImage": "r/x:1"}, {"regexp": "(", "containerImage": "r/x:1"}])")));
   CHECK_FALSE(Allowed(v));
@@ -146,7 +146,7 @@ TEST_CASE("webhook routes only POST /validate-module") {
   CHECK(routes.Find("POST", "/validate-module").where == http::RunOn::kWorkers);
 }
 
-TEST_CASE("webhook refuses what the Module CRD refuses, naming the same field paths") {
+TEST_CASE("webhook refuses what the Module CRD refuses - naming the same field paths") {
   for (const testing::CrdCase& c : testing::LoadCrdCases()) {
     DYNAMIC_SECTION(c.name << ": " << c.description) {
       const std::string object = api::CanonicalJson(c.doc);
@@ -170,7 +170,7 @@ namespace {
 
 using testing::Review;
 
-TEST_CASE("webhook checks a ModulePolicy: allowed when valid, refused naming the field") {
+TEST_CASE("webhook checks a ModulePolicy: allowed when valid - refused naming the field") {
   const std::string good = R"({"apiVersion": "kmodd.io/v1alpha1", "kind": "ModulePolicy",
     "metadata": {"name": "p", "namespace": "ns"},
     "spec": {"moduleName": "m", "rollout": {"maxParallel": "10%", "maxFailed": 1, "canary": {"count": 2}}}})";
