@@ -378,6 +378,7 @@ void Hub::ApplySource(const source::SourceUpdate& update) {
   if (!update.changes.empty()) {
     for (auto& [key, r] : rollouts_) {
       r.dirty = true;  // a new revision, or new nodes for it
+      r.full = true;
     }
   }
   std::vector<std::string> gated = PlanRolloutsLocked();
@@ -461,6 +462,7 @@ absl::Status Hub::Hello(AgentStream* stream, const v1::NodeInfo& info) {
               {{"node", name}});
   }
   if (!rollouts_.empty()) {
+    NodeRolloutChangedLocked(name, e);
     for (auto& [key, r] : rollouts_) {
       r.dirty = true;  // connected: it may take its turn
     }

@@ -198,6 +198,7 @@ class Hub {
     std::optional<v1::ModuleSpec> before;  // `good` when the entry sent now was first sent
     std::string failed_revision;           // it failed on this revision of the Module
     rollout::Progress progress = rollout::Progress::kNotStarted;
+    bool in_rollout = false;  // the Module is planned on the node (progress is meaningful)
     int64_t ready_since_ms = 0;
     std::string failure;  // the agent's message when it failed
   };
@@ -275,7 +276,8 @@ class Hub {
     api::ModulePolicy policy;
     RolloutState state;
     rollout::Output plan;
-    bool dirty = true;
+    bool dirty = true;  // to plan again
+    bool full = true;   // every node's progress to compute again (else NodeRollout's)
   };
   // The node's plan before rollouts and holds, rebuilt when its placement changed.
   const v1::NodeDesired& PlannedLocked(const std::string& name, const Entry& e) const;

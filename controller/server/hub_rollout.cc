@@ -130,6 +130,7 @@ void Hub::SetPoliciesLocked(std::map<std::string, api::ModulePolicy> policies) {
       r.policy = std::move(p);
       r.state.policy = r.policy.Key();
       r.dirty = true;
+      r.full = true;
     }
   }
 }
@@ -196,15 +197,15 @@ bool Hub::ReadyLabelSeenLocked(const Entry& e, const std::string& key) const {
 
 void Hub::NodeRolloutChangedLocked(const std::string& name, Entry& e) {
   for (auto& [key, r] : rollouts_) {
-    if (r.dirty) {
-      continue;
+    if (r.full) {
+      continue;  // every node is computed at the next plan
     }
-    const rollout::Progress before =
-        e.rollout.count(key) != 0 ? e.rollout[key].progress : rollout::Progress::kNotStarted;
     std::optional<rollout::Progress> now = ProgressLocked(name, e, key, r);
-    if (now.value_or(rollout::Progress::kNotStarted) != before ||
-        (now.has_value() != (r.plan.order.end() != std::find(r.plan.order.begin(),
-                                                              r.plan.order.end(), name)))) {
+    NodeRollout& nr = e.rollout[key];
+    const rollout::Progress p = now.value_or(rollout::Progress::kNotStarted);
+    if (p != nr.progress || now.has_value() != nr.in_rollout) {
+      nr.progress = p;
+      nr.in_rollout = now.has_value();
       r.dirty = true;
     }
   }
@@ -233,6 +234,7 @@ std::vector<std::string> Hub::PlanRolloutsLocked() {
         continue;
       }
       if (m->second.revision != r.state.revision) {
+        r.full = true;
         log_.Info("rollout: new revision of the module",
                   {{"module", key}, {"revision", m->second.revision},
                    {"previous", r.state.revision}});
@@ -247,12 +249,19 @@ std::vector<std::string> Hub::PlanRolloutsLocked() {
       int64_t rolled_back = 0;
       std::vector<std::string> failed_nodes;
       for (auto& [name, e] : nodes_) {
-        std::optional<rollout::Progress> p = ProgressLocked(name, e, key, r);
+        std::optional<rollout::Progress> p;
+        if (r.full) {
+          p = ProgressLocked(name, e, key, r);
+          NodeRollout& nr = e.rollout[key];
+          nr.in_rollout = p.has_value();
+          nr.progress = p.value_or(rollout::Progress::kNotStarted);
+        } else if (auto it = e.rollout.find(key); it != e.rollout.end() && it->second.in_rollout) {
+          p = it->second.progress;  // kept current by NodeRolloutChangedLocked
+        }
         if (!p) {
           continue;
         }
         NodeRollout& nr = e.rollout[key];
-        nr.progress = *p;
         in.nodes.push_back(rollout::NodeInput{name, e.node.metadata.labels, *p, nr.ready_since_ms,
                                               e.stream != nullptr});
         if (*p == rollout::Progress::kFailed && failed_nodes.size() < kMaxFailedListed) {
@@ -263,6 +272,7 @@ std::vector<std::string> Hub::PlanRolloutsLocked() {
           ++rolled_back;
         }
       }
+      r.full = false;
       rollout::Output out = rollout::Plan(in);
       const bool undone = r.policy.Annotation(api::kUndoRevisionAnnotation) == revision;
       RolloutState& st = r.state;

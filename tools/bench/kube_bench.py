@@ -5,9 +5,10 @@ phases. Reads KMODD_KUBE_URL, KMODD_KUBE_CA and KMODD_KUBE_TOKEN (tools/kube/sta
 """
 import http.client, json, os, re, ssl, sys, threading, time, urllib.parse
 
-URL = urllib.parse.urlparse(os.environ["KMODD_KUBE_URL"])
-CTX = ssl.create_default_context(cafile=os.environ["KMODD_KUBE_CA"])
-HDR = {"Authorization": "Bearer " + os.environ["KMODD_KUBE_TOKEN"]}
+# Empty when imported only for cpu_rss (tools/bench/rollout_standalone.py).
+URL = urllib.parse.urlparse(os.environ.get("KMODD_KUBE_URL", ""))
+CTX = ssl.create_default_context(cafile=os.environ.get("KMODD_KUBE_CA") or None)
+HDR = {"Authorization": "Bearer " + os.environ.get("KMODD_KUBE_TOKEN", "")}
 NS, GROUP = "kmm-demo", "/apis/kmm.sigs.x-k8s.io/v1beta1"
 KERNEL = "6.1.0-27-cloud-amd64"
 
