@@ -162,6 +162,10 @@ int Parse(const std::vector<std::string>& args, RunConfig& c, std::ostream& out,
 
 std::string NewRunId();
 
+// How often a rollout is planned again at most (HubOptions::rollout_batch): a node's turn
+// comes at most this much after the report that frees its place.
+constexpr std::chrono::milliseconds kRolloutBatch{20};
+
 std::string Identity() {
   if (const char* pod = std::getenv("POD_NAME"); pod != nullptr && *pod != '\0') {
     return pod;
@@ -212,6 +216,7 @@ int RunKubernetes(const RunConfig& c, const sigset_t& signals, const std::string
   hub_options.nodes_from_api = true;
   hub_options.wait_for_plugin_pods = true;
   hub_options.wait_for_policies = true;
+  hub_options.rollout_batch = kRolloutBatch;
   server::Hub hub(hub_options, clock, log);
   const std::string identity = Identity();
   std::unique_ptr<kube::LeaderElector> elector;
@@ -337,7 +342,9 @@ int RunCommand(const std::vector<std::string>& args, std::ostream& out, std::ost
     return RunKubernetes(c, signals, run_id, log);
   }
   RealClock clock;
-  server::Hub hub({run_id, std::chrono::seconds(c.forget_after_s)}, clock, log);
+  server::HubOptions hub_options{run_id, std::chrono::seconds(c.forget_after_s)};
+  hub_options.rollout_batch = kRolloutBatch;
+  server::Hub hub(hub_options, clock, log);
 
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(c.status_file).parent_path(), ec);

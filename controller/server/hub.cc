@@ -21,7 +21,22 @@ constexpr int64_t kMinLogGapMs = 60'000;
 }  // namespace
 
 Hub::Hub(HubOptions options, const Clock& clock, Logger& log)
-    : options_(std::move(options)), clock_(clock), log_(log) {}
+    : options_(std::move(options)), clock_(clock), log_(log) {
+  if (options_.rollout_batch.count() > 0) {
+    rollout_thread_ = std::thread([this] { RunRollouts(); });
+  }
+}
+
+Hub::~Hub() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  rollout_cv_.notify_all();
+  if (rollout_thread_.joinable()) {
+    rollout_thread_.join();
+  }
+}
 
 int64_t Hub::NowMs() const { return absl::ToUnixMillis(clock_.Now()); }
 
@@ -466,7 +481,7 @@ absl::Status Hub::Hello(AgentStream* stream, const v1::NodeInfo& info) {
     for (auto& [key, r] : rollouts_) {
       r.dirty = true;  // connected: it may take its turn
     }
-    (void)PushChangedLocked(PlanRolloutsLocked());
+    RolloutsChangedLocked();
   }
   if (PushableLocked(e) && !e.sent) {
     PushLocked(name, e);
@@ -549,7 +564,7 @@ absl::Status Hub::Report(AgentStream* stream, const v1::NodeReport& report) {
   }
   if (!rollouts_.empty() && source_seen_) {
     NodeRolloutChangedLocked(name, e);
-    (void)PushChangedLocked(PlanRolloutsLocked());
+    RolloutsChangedLocked();
   }
   // A hello's new labels, or a node no longer held now that it said what it runs.
   if ((e.stale || !e.sent) && PushableLocked(e)) {
@@ -638,7 +653,7 @@ void Hub::Goodbye(AgentStream* stream) {
     for (auto& [key, r] : rollouts_) {
       r.dirty = true;  // its place among the nodes updating at once goes to another
     }
-    (void)PushChangedLocked(PlanRolloutsLocked());
+    RolloutsChangedLocked();
   }
   ChangedLocked(name);
 }
@@ -698,7 +713,7 @@ void Hub::SetApiNode(api::Node node) {
   SetNodeLocked(e, std::move(node));
   if (!rollouts_.empty()) {
     NodeRolloutChangedLocked(name, e);  // its .ready label may make it Ready
-    (void)PushChangedLocked(PlanRolloutsLocked());
+    RolloutsChangedLocked();
   }
   if (e.stale && PushableLocked(e)) {
     PushLocked(name, e);

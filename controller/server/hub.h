@@ -49,6 +49,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -106,6 +107,10 @@ struct HubOptions {
   // Kubernetes mode: nothing is sent before the first SetPolicies (the ModulePolicy list),
   // so that a restart in the middle of a rollout does not push it to every node at once.
   bool wait_for_policies = false;
+  // 0: a rollout is planned again at once after each report, connection and Node change
+  // (tests). Otherwise by the hub's own thread, at most once per this interval: at 5,000
+  // nodes a plan per report cost the controller 64 s of CPU for one rollout.
+  std::chrono::milliseconds rollout_batch{0};
   // What one report may carry (wire.h).
   ReportLimits limits = {};
   // Ignored entries and refused reports are logged once per stream, and for one node at
@@ -117,6 +122,7 @@ class Hub {
  public:
   // `clock` stamps records and status (wall time) and times WaitForChange; it outlives the hub.
   Hub(HubOptions options, const Clock& clock, Logger& log);
+  ~Hub();
   Hub(const Hub&) = delete;
   Hub& operator=(const Hub&) = delete;
 
@@ -300,6 +306,11 @@ class Hub {
   // Whether a node this run has sent nothing yet must wait: a rollout keeps it at a
   // Module it reports and this run has no entry of to keep it at.
   bool WaitsForRolloutLocked(const std::string& name, const Entry& e) const;
+  // Something a rollout depends on changed (dirty rollouts): plans now, or wakes the
+  // rollout thread (HubOptions::rollout_batch).
+  void RolloutsChangedLocked();
+  // The rollout thread's loop.
+  void RunRollouts();
   // Whether the node's report of Module `key` as Loaded counts as Ready: in Kubernetes mode
   // once the API's Node carries its .ready label.
   bool ReadyLabelSeenLocked(const Entry& e, const std::string& key) const;
@@ -338,6 +349,9 @@ class Hub {
   bool plugin_pods_synced_ = false;
   std::map<std::string, ModuleRollout> rollouts_;  // by Module key: the policies in force
   bool policies_synced_ = false;  // SetPolicies was called (HubOptions::wait_for_policies)
+  bool stopping_ = false;         // the rollout thread ends
+  std::condition_variable rollout_cv_;
+  std::thread rollout_thread_;    // with HubOptions::rollout_batch
   std::unordered_map<AgentStream*, std::string> streams_;
 };
 

@@ -262,8 +262,12 @@ std::vector<std::string> Hub::PlanRolloutsLocked() {
           continue;
         }
         NodeRollout& nr = e.rollout[key];
-        in.nodes.push_back(rollout::NodeInput{name, e.node.metadata.labels, *p, nr.ready_since_ms,
-                                              e.stream != nullptr});
+        // The labels only matter to a canary selector: not copied otherwise.
+        in.nodes.push_back(rollout::NodeInput{
+            name,
+            r.policy.rollout.canary_selector.empty() ? std::map<std::string, std::string>{}
+                                                     : e.node.metadata.labels,
+            *p, nr.ready_since_ms, e.stream != nullptr});
         if (*p == rollout::Progress::kFailed && failed_nodes.size() < kMaxFailedListed) {
           failed_nodes.push_back(absl::StrCat(name, ": ", nr.failure));
         }
@@ -417,6 +421,36 @@ void Hub::SetPolicies(std::map<std::string, api::ModulePolicy> policies) {
     (void)PushOwedLocked();  // the nodes that waited for the first list
   }
   ChangedLocked();
+}
+
+void Hub::RolloutsChangedLocked() {
+  if (options_.rollout_batch.count() == 0) {
+    (void)PushChangedLocked(PlanRolloutsLocked());
+  } else {
+    rollout_cv_.notify_one();
+  }
+}
+
+void Hub::RunRollouts() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    // Real time, not the hub's clock: this only paces the work.
+    rollout_cv_.wait_for(lock, std::chrono::seconds(1), [this] {
+      return stopping_ || std::any_of(rollouts_.begin(), rollouts_.end(),
+                                      [](const auto& kv) { return kv.second.dirty; });
+    });
+    if (stopping_) {
+      return;
+    }
+    if (std::any_of(rollouts_.begin(), rollouts_.end(), [](const auto& kv) { return kv.second.dirty; })) {
+      (void)PushChangedLocked(PlanRolloutsLocked());
+      ChangedLocked();
+    }
+    // What comes in meanwhile waits for the next plan, at most one batch.
+    lock.unlock();
+    std::this_thread::sleep_for(options_.rollout_batch);
+    lock.lock();
+  }
 }
 
 void Hub::Tick() {

@@ -1,0 +1,146 @@
+// The hub's rollouts (hub_rollout.cc) with fake streams: a Module with a ModulePolicy
+// reaches its nodes as the planner admits them; a node not admitted keeps the entry it was
+// last sent; a node that fails is sent back the entry it last ran well.
+
+#include <string>
+
+#include "controller/server/hub.h"
+#include "tests/controller/server/hub_fixtures.h"
+
+namespace kmodd::testing {
+namespace {
+
+v1::NodeInfo Worker(const std::string& name) {
+  v1::NodeInfo i;
+  i.set_name(name);
+  (*i.mutable_labels())["role"] = "worker";
+  i.set_kernel_release("6.1.0-27-cloud-amd64");
+  return i;
+}
+
+api::ModulePolicy Policy(int max_parallel) {
+  api::ModulePolicy p;
+  p.metadata.name = "drv-rollout";
+  p.metadata.namespace_ = "demo";
+  p.module_name = "drv";
+  p.rollout.max_parallel = api::NodeAmount{max_parallel, {}};
+  return p;
+}
+
+source::SourceUpdate Update(const std::string& image, std::optional<api::ModulePolicy> policy) {
+  source::SourceUpdate u;
+  u.changes.push_back({{MakeModule("drv", image)}, {}});
+  if (policy) {
+    u.policies = std::map<std::string, api::ModulePolicy>{{"demo/drv", *policy}};
+  }
+  return u;
+}
+
+// The image of demo/drv in the stream's last desired state; "" when it has none, "(none)"
+// when nothing was sent.
+std::string ImageSent(const FakeStream& s) {
+  if (s.pushed.empty()) {
+    return "(none)";
+  }
+  for (const auto& m : s.Last().modules()) {
+    if (m.name() == "drv") {
+      return m.container_image();
+    }
+  }
+  return "";
+}
+
+// The node reports demo/drv in `phase` with `image`, answering the last desired state.
+v1::NodeReport Reported(const FakeStream& s, v1::Phase phase, const std::string& image) {
+  v1::NodeReport r;
+  r.set_applied_version(s.Last().version());
+  v1::ModuleStatus* m = r.add_modules();
+  m->set_namespace_("demo");
+  m->set_name("drv");
+  m->set_phase(phase);
+  m->set_image(image);
+  m->set_desired_version(s.Last().version());
+  m->set_since_unix_ms(1'000'000);
+  return r;
+}
+
+TEST_CASE("hub rollout: maxParallel 1 - the others keep their entry - a failed node is rolled back") {
+  HubHarness h;
+  h.hub.ApplySource(Update("r/drv:1", Policy(1)));
+  FakeStream a;
+  FakeStream b;
+  REQUIRE(h.hub.Hello(&a, Worker("a")).ok());
+  REQUIRE(h.hub.Hello(&b, Worker("b")).ok());
+  CHECK(ImageSent(a) == "r/drv:1");  // admitted first (by name)
+  // b is sent nothing before it says what it runs: sending without drv would unload it.
+  CHECK(ImageSent(b) == "(none)");
+  REQUIRE(h.hub.Report(&b, v1::NodeReport()).ok());  // runs nothing, as an agent says first
+  CHECK(ImageSent(b).empty());       // its desired state, without drv: not its turn
+
+  REQUIRE(h.hub.Report(&a, Reported(a, v1::LOADED, "r/drv:1")).ok());
+  CHECK(ImageSent(b) == "r/drv:1");  // a is Ready: b's turn
+  REQUIRE(h.hub.Report(&b, Reported(b, v1::LOADED, "r/drv:1")).ok());
+  CHECK(h.hub.Rollouts().at("demo/drv").phase == "Complete");
+
+  // A new image: a first; b keeps r/drv:1 while a updates.
+  const size_t b_pushes = b.pushed.size();
+  h.hub.ApplySource(Update("r/drv:2", std::nullopt));
+  CHECK(ImageSent(a) == "r/drv:2");
+  CHECK(ImageSent(b) == "r/drv:1");
+  CHECK(b.pushed.size() >= b_pushes);
+  server::RolloutState st = h.hub.Rollouts().at("demo/drv");
+  CHECK(st.updating == 1);
+  CHECK(st.waiting == 1);
+
+  // a fails on it: sent back r/drv:1 (what it last ran well); b is started.
+  REQUIRE(h.hub.Report(&a, Reported(a, v1::FAILED, "r/drv:2")).ok());
+  CHECK(ImageSent(a) == "r/drv:1");
+  CHECK(ImageSent(b) == "r/drv:2");
+  st = h.hub.Rollouts().at("demo/drv");
+  CHECK(st.failed == 1);
+  REQUIRE(st.failed_nodes.size() == 1);
+  CHECK(st.failed_nodes[0].starts_with("a: "));
+  // a stays Failed (sticky) while it runs r/drv:1 again.
+  REQUIRE(h.hub.Report(&a, Reported(a, v1::LOADED, "r/drv:1")).ok());
+  st = h.hub.Rollouts().at("demo/drv");
+  CHECK(st.failed == 1);
+  CHECK(st.rolled_back == 1);
+  CHECK(ImageSent(a) == "r/drv:1");
+}
+
+TEST_CASE("hub rollout: undo sends every started node back - the waiting ones keep theirs") {
+  HubHarness h;
+  h.hub.ApplySource(Update("r/drv:1", Policy(1)));
+  FakeStream a;
+  FakeStream b;
+  REQUIRE(h.hub.Hello(&a, Worker("a")).ok());
+  REQUIRE(h.hub.Hello(&b, Worker("b")).ok());
+  REQUIRE(h.hub.Report(&b, v1::NodeReport()).ok());
+  REQUIRE(h.hub.Report(&a, Reported(a, v1::LOADED, "r/drv:1")).ok());
+  REQUIRE(h.hub.Report(&b, Reported(b, v1::LOADED, "r/drv:1")).ok());
+  h.hub.ApplySource(Update("r/drv:2", std::nullopt));
+  REQUIRE(h.hub.Report(&a, Reported(a, v1::LOADED, "r/drv:2")).ok());
+  CHECK(ImageSent(b) == "r/drv:2");  // b started after a was Ready
+
+  api::ModulePolicy undo = Policy(1);
+  undo.metadata.annotations[api::kUndoRevisionAnnotation] = h.hub.Rollouts().at("demo/drv").revision;
+  h.hub.SetPolicies({{"demo/drv", undo}});
+  CHECK(h.hub.Rollouts().at("demo/drv").phase == "Undone");
+  CHECK(ImageSent(a) == "r/drv:1");
+  CHECK(ImageSent(b) == "r/drv:1");
+}
+
+TEST_CASE("hub rollout: a Module without a policy reaches every node at once") {
+  HubHarness h;
+  h.hub.ApplySource(Update("r/drv:1", std::nullopt));
+  FakeStream a;
+  FakeStream b;
+  REQUIRE(h.hub.Hello(&a, Worker("a")).ok());
+  REQUIRE(h.hub.Hello(&b, Worker("b")).ok());
+  CHECK(ImageSent(a) == "r/drv:1");
+  CHECK(ImageSent(b) == "r/drv:1");
+  CHECK(h.hub.Rollouts().empty());
+}
+
+}  // namespace
+}  // namespace kmodd::testing
