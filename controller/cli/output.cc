@@ -138,4 +138,20 @@ std::string PlacementTable(const std::vector<placement::NodePlacement>& plans) {
   return RenderTable(rows);
 }
 
+std::string ScalarText(const Value* v) {
+  if (v == nullptr || v->IsNull()) {
+    return "";
+  }
+  if (v->IsString()) {
+    return v->AsString();
+  }
+  if (v->IsInt()) {
+    return absl::StrCat(v->AsInt());
+  }
+  if (v->IsBool()) {
+    return v->AsBool() ? "true" : "false";
+  }
+  return "?";
+}
+
 }  // namespace kmodd::cli

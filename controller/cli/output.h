@@ -11,6 +11,10 @@
 
 namespace kmodd::cli {
 
+// A scalar of a status document as text: a string as is, a number or a boolean spelled
+// out, "" for absent or null, "?" for a list or a map.
+std::string ScalarText(const Value* v);
+
 // The NodeModulesConfig of one node (KMM's shape: spec.modules[] with name, namespace,
 // imageRepoSecret, serviceAccountName, version, tolerations and config).
 Value NodeModulesConfigValue(const placement::NodePlacement& p);

@@ -29,10 +29,12 @@
 #include "common/clock.h"
 #include "common/json.h"
 #include "controller/cli/commands.h"
+#include "controller/cli/output.h"
 #include "controller/kube/config.h"
 #include "controller/kube/rest_client.h"
 #include "controller/kube_mode/kube_source.h"
 #include "controller/server/status.h"
+#include "controller/source/dir_source.h"
 
 namespace kmodd::cli {
 
@@ -43,26 +45,6 @@ constexpr char kUsage[] =
     "       kmodd-controller rollout pause|resume|undo NAMESPACE/NAME --modules-dir DIR\n"
     "       kmodd-controller rollout ACTION NAMESPACE/NAME --kubernetes [--kubeconfig FILE]\n";
 
-namespace fs = std::filesystem;
-
-bool IsManifestPath(const fs::path& p) {
-  const std::string ext = p.extension().string();
-  return ext == ".yaml" || ext == ".yml" || ext == ".json";
-}
-
-std::string Str(const Value* v) {
-  if (v == nullptr || v->IsNull()) {
-    return "";
-  }
-  if (v->IsString()) {
-    return v->AsString();
-  }
-  if (v->IsInt()) {
-    return absl::StrCat(v->AsInt());
-  }
-  return "";
-}
-
 // The Module's status.rollout in a status document; nullptr when the Module or its
 // rollout is not there.
 const Value* FindRollout(const Value& doc, const std::string& key, bool& module_found) {
@@ -72,7 +54,7 @@ const Value* FindRollout(const Value& doc, const std::string& key, bool& module_
     return nullptr;
   }
   for (const Value& m : modules->AsList()) {
-    if (absl::StrCat(Str(m.Find("namespace")), "/", Str(m.Find("name"))) != key) {
+    if (absl::StrCat(ScalarText(m.Find("namespace")), "/", ScalarText(m.Find("name"))) != key) {
       continue;
     }
     module_found = true;
@@ -83,13 +65,13 @@ const Value* FindRollout(const Value& doc, const std::string& key, bool& module_
 }
 
 std::string Describe(const std::string& key, const Value& r) {
-  std::string out = absl::StrCat("Module ", key, ": rollout of revision ", Str(r.Find("revision")),
-                                 " (ModulePolicy ", Str(r.Find("policy")), ")\n");
-  absl::StrAppend(&out, "phase:    ", Str(r.Find("phase")), ": ", Str(r.Find("message")), "\n");
-  absl::StrAppend(&out, "nodes:    ", Str(r.Find("nodes")), " selected, ", Str(r.Find("updated")),
-                  " updated, ", Str(r.Find("ready")), " Ready, ", Str(r.Find("updating")),
-                  " updating, ", Str(r.Find("failed")), " Failed, ", Str(r.Find("waiting")),
-                  " waiting, ", Str(r.Find("rolledBack")), " rolled back\n");
+  std::string out = absl::StrCat("Module ", key, ": rollout of revision ", ScalarText(r.Find("revision")),
+                                 " (ModulePolicy ", ScalarText(r.Find("policy")), ")\n");
+  absl::StrAppend(&out, "phase:    ", ScalarText(r.Find("phase")), ": ", ScalarText(r.Find("message")), "\n");
+  absl::StrAppend(&out, "nodes:    ", ScalarText(r.Find("nodes")), " selected, ", ScalarText(r.Find("updated")),
+                  " updated, ", ScalarText(r.Find("ready")), " Ready, ", ScalarText(r.Find("updating")),
+                  " updating, ", ScalarText(r.Find("failed")), " Failed, ", ScalarText(r.Find("waiting")),
+                  " waiting, ", ScalarText(r.Find("rolledBack")), " rolled back\n");
   auto list = [&](const char* field, const char* title) {
     const Value* v = r.Find(field);
     if (v == nullptr || !v->IsList() || v->AsList().empty()) {
@@ -97,7 +79,7 @@ std::string Describe(const std::string& key, const Value& r) {
     }
     std::vector<std::string> items;
     for (const Value& i : v->AsList()) {
-      items.push_back(Str(&i));
+      items.push_back(ScalarText(&i));
     }
     absl::StrAppend(&out, title, absl::StrJoin(items, field == std::string("canaries") ? ", " : "\n          "),
                     "\n");
@@ -158,7 +140,7 @@ int Status(const std::string& key, const RolloutReader& read, int wait_s, std::o
           << " has no ModulePolicy: it reaches every selected node at once (no rollout)\n";
       return 1;
     }
-    const std::string phase = Str(r->Find("phase"));
+    const std::string phase = ScalarText(r->Find("phase"));
     const std::string text_now = Describe(key, *r);
     const bool settled = phase == "Complete" || phase == "Halted" || phase == "Undone";
     if (wait_s <= 0 || settled || std::chrono::steady_clock::now() >= deadline) {
@@ -187,20 +169,13 @@ struct Found {
 
 absl::StatusOr<Found> FindPolicy(const std::string& dir, const std::string& key) {
   std::error_code ec;
-  std::vector<std::string> files;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    std::error_code type_ec;
-    if (entry.is_regular_file(type_ec) && IsManifestPath(entry.path())) {
-      files.push_back(entry.path().string());
-    }
-  }
-  if (ec) {
+  std::optional<std::vector<std::string>> files = source::ListManifests(dir, ec);
+  if (!files) {
     return absl::InvalidArgumentError(absl::StrCat("--modules-dir ", dir, ": ", ec.message()));
   }
-  std::sort(files.begin(), files.end());
   Found f;
   bool module = false;
-  for (const std::string& file : files) {
+  for (const std::string& file : *files) {
     absl::StatusOr<std::string> text = ReadFile(file);
     if (!text.ok()) {
       return text.status();

@@ -12,6 +12,7 @@
 #include "common/table.h"
 #include "common/value.h"
 #include "controller/cli/commands.h"
+#include "controller/cli/output.h"
 #include "controller/server/status.h"
 
 namespace kmodd::cli {
@@ -21,21 +22,6 @@ namespace {
 constexpr char kUsage[] =
     "usage: kmodd-controller status [--status-file FILE] [-o table|yaml|json] [--nodes]\n";
 
-std::string Str(const Value* v) {
-  if (v == nullptr || v->IsNull()) {
-    return "";
-  }
-  if (v->IsString()) {
-    return v->AsString();
-  }
-  if (v->IsInt()) {
-    return absl::StrCat(v->AsInt());
-  }
-  if (v->IsBool()) {
-    return v->AsBool() ? "true" : "false";
-  }
-  return "?";
-}
 
 bool IsFalse(const Value* v) { return v != nullptr && v->IsBool() && !v->AsBool(); }
 
@@ -53,34 +39,34 @@ std::string ModulesTable(const Value& doc, bool per_node) {
     rows.push_back({"NAMESPACE", "NAME", "MATCHING", "DESIRED", "AVAILABLE", "DEGRADED"});
   }
   for (const auto& m : ListOf(doc, "modules")) {
-    const std::string ns = Str(m.Find("namespace"));
-    const std::string name = Str(m.Find("name"));
+    const std::string ns = ScalarText(m.Find("namespace"));
+    const std::string name = ScalarText(m.Find("name"));
     const Value* status = m.Find("status");
     if (status == nullptr) {
       continue;
     }
     if (per_node) {
       for (const auto& n : ListOf(*status, "nodes")) {
-        std::string phase = Str(n.Find("phase"));
+        std::string phase = ScalarText(n.Find("phase"));
         if (const Value* c = n.Find("connected"); c != nullptr && c->IsBool() && !c->AsBool()) {
           phase += " (disconnected)";
         }
-        rows.push_back({ns, name, Str(n.Find("node")), phase, Str(n.Find("since")),
-                        Str(n.Find("message"))});
+        rows.push_back({ns, name, ScalarText(n.Find("node")), phase, ScalarText(n.Find("since")),
+                        ScalarText(n.Find("message"))});
       }
       continue;
     }
     const Value* loader = status->Find("moduleLoader");
     std::string degraded = "False";
     for (const auto& c : ListOf(*status, "conditions")) {
-      if (Str(c.Find("type")) == "Degraded") {
-        degraded = Str(c.Find("status"));
+      if (ScalarText(c.Find("type")) == "Degraded") {
+        degraded = ScalarText(c.Find("status"));
       }
     }
     rows.push_back({ns, name,
-                    Str(loader ? loader->Find("nodesMatchingSelectorNumber") : nullptr),
-                    Str(loader ? loader->Find("desiredNumber") : nullptr),
-                    Str(loader ? loader->Find("availableNumber") : nullptr), degraded});
+                    ScalarText(loader ? loader->Find("nodesMatchingSelectorNumber") : nullptr),
+                    ScalarText(loader ? loader->Find("desiredNumber") : nullptr),
+                    ScalarText(loader ? loader->Find("availableNumber") : nullptr), degraded});
   }
   std::string out = RenderTable(rows);
   int connected = 0;
@@ -90,7 +76,7 @@ std::string ModulesTable(const Value& doc, bool per_node) {
     (c != nullptr && c->IsBool() && c->AsBool() ? connected : away) += 1;
   }
   absl::StrAppend(&out, "\nagents: ", connected, " connected, ", away, " disconnected (status at ",
-                  Str(doc.Find("generatedAt")), ")\n");
+                  ScalarText(doc.Find("generatedAt")), ")\n");
   if (IsFalse(doc.Find("active"))) {
     absl::StrAppend(&out, "this replica is not the leader: it serves no agents and writes "
                           "nothing; read the leader's status\n");
@@ -103,12 +89,12 @@ std::string ModulesTable(const Value& doc, bool per_node) {
   if (!errors.empty()) {
     absl::StrAppend(&out, "rejected (the Modules as last accepted stay in force):\n");
     for (const auto& e : errors) {
-      std::string where = Str(e.Find("file"));
+      std::string where = ScalarText(e.Find("file"));
       if (e.Find("line") != nullptr) {
-        absl::StrAppend(&where, ":", Str(e.Find("line")));
+        absl::StrAppend(&where, ":", ScalarText(e.Find("line")));
       }
       for (const char* part : {"object", "field", "message"}) {
-        if (const std::string text = Str(e.Find(part)); !text.empty()) {
+        if (const std::string text = ScalarText(e.Find(part)); !text.empty()) {
           absl::StrAppend(&where, where.empty() ? "" : ": ", text);
         }
       }

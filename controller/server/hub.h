@@ -194,7 +194,7 @@ class Hub {
   void Tick();
   // Kubernetes mode: every ModulePolicy in force, by the Module it governs (standalone
   // mode: SourceUpdate::policies).
-  void SetPolicies(std::map<std::string, api::ModulePolicy> policies);
+  void SetPolicies(const std::map<std::string, api::ModulePolicy>& policies);
 
  private:
   // One node's part in the rollouts of one Module (by Module key in Entry::rollout).
@@ -288,7 +288,7 @@ class Hub {
   // The node's plan before rollouts and holds, rebuilt when its placement changed.
   const v1::NodeDesired& PlannedLocked(const std::string& name, const Entry& e) const;
   // Takes a new set of policies; marks what changed.
-  void SetPoliciesLocked(std::map<std::string, api::ModulePolicy> policies);
+  void SetPoliciesLocked(const std::map<std::string, api::ModulePolicy>& policies);
   // Where the node is with Module `key` (updates its NodeRollout); nullopt when the Module
   // is not planned there.
   std::optional<rollout::Progress> ProgressLocked(const std::string& name, Entry& e,

@@ -111,7 +111,7 @@ const v1::NodeDesired& Hub::PlannedLocked(const std::string& name, const Entry& 
   return *e.planned;
 }
 
-void Hub::SetPoliciesLocked(std::map<std::string, api::ModulePolicy> policies) {
+void Hub::SetPoliciesLocked(const std::map<std::string, api::ModulePolicy>& policies) {
   for (auto it = rollouts_.begin(); it != rollouts_.end();) {
     if (policies.count(it->first) == 0) {
       log_.Info("rollout policy removed: the module reaches its nodes at once",
@@ -124,10 +124,10 @@ void Hub::SetPoliciesLocked(std::map<std::string, api::ModulePolicy> policies) {
       ++it;
     }
   }
-  for (auto& [key, p] : policies) {
+  for (const auto& [key, p] : policies) {
     ModuleRollout& r = rollouts_[key];
     if (!(r.policy == p)) {
-      r.policy = std::move(p);
+      r.policy = p;
       r.state.policy = r.policy.Key();
       r.dirty = true;
       r.full = true;
@@ -411,9 +411,9 @@ bool Hub::WaitsForRolloutLocked(const std::string& name, const Entry& e) const {
   return false;
 }
 
-void Hub::SetPolicies(std::map<std::string, api::ModulePolicy> policies) {
+void Hub::SetPolicies(const std::map<std::string, api::ModulePolicy>& policies) {
   std::lock_guard lock(mu_);
-  SetPoliciesLocked(std::move(policies));
+  SetPoliciesLocked(policies);
   const bool first = !policies_synced_;
   policies_synced_ = true;
   (void)PushChangedLocked(PlanRolloutsLocked());

@@ -35,6 +35,25 @@ bool IsManifest(const fs::path& p) {
   return ext == ".yaml" || ext == ".yml" || ext == ".json";
 }
 
+}  // namespace
+
+std::optional<std::vector<std::string>> ListManifests(const std::string& dir, std::error_code& ec) {
+  std::vector<std::string> listed;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    std::error_code type_ec;
+    if (entry.is_regular_file(type_ec) && IsManifest(entry.path())) {
+      listed.push_back(entry.path().string());
+    }
+  }
+  if (ec) {
+    return std::nullopt;
+  }
+  std::sort(listed.begin(), listed.end());
+  return listed;
+}
+
+namespace {
+
 Logger::Fields DiagnosticFields(const api::Diagnostic& d) {
   Logger::Fields f{{"file", d.source}, {"line", d.line}};
   if (!d.object.empty()) {
@@ -207,20 +226,14 @@ void DirSource::WarnKubernetesOnly(const std::vector<ModuleChanges>& changes) {
 
 void DirSource::Rescan(bool initial, const std::set<std::string>& writing) {
   std::error_code ec;
-  std::vector<std::string> listed;
-  for (const auto& entry : fs::directory_iterator(dir_, ec)) {
-    std::error_code type_ec;
-    if (entry.is_regular_file(type_ec) && IsManifest(entry.path())) {
-      listed.push_back(entry.path().string());
-    }
-  }
-  if (ec) {
+  std::optional<std::vector<std::string>> found = ListManifests(dir_, ec);
+  if (!found) {
     // Unknown is not absent: a directory we cannot read deletes nothing.
     log_.Error("cannot read the modules directory; the Modules in force are kept",
                {{"dir", dir_}, {"error", ec.message()}});
     return;
   }
-  std::sort(listed.begin(), listed.end());
+  const std::vector<std::string> listed = *std::move(found);
   SourceUpdate update;
   auto record = [&update](ModuleChanges c) {
     if (!c.empty()) {

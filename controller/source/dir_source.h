@@ -20,6 +20,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -54,6 +55,11 @@ struct SourceUpdate {
   // first update); nullopt: as before.
   std::optional<std::map<std::string, api::ModulePolicy>> policies;
 };
+
+// The manifests directly in `dir` (*.yaml, *.yml, *.json; not dot files, which editors
+// and tools write on their way), as paths, sorted; nullopt with `ec` set when `dir` cannot
+// be read.
+std::optional<std::vector<std::string>> ListManifests(const std::string& dir, std::error_code& ec);
 
 // Where Modules come from. The callback runs on the source's own thread, one call at a
 // time.

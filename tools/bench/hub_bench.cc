@@ -68,7 +68,7 @@ void ReportBefore(std::vector<ReportedModule>& previous, const kmodd::v1::NodeRe
     modules.push_back(ReportedModule{absl::StrCat(m.namespace_(), "/", m.name()),
                                      kmodd::proto::FromProto(m.phase()), m.message(),
                                      m.image_digest(), m.version(), m.since_unix_ms(),
-                                     m.image()});
+                                     m.image(), m.desired_version()});
   }
   std::sort(modules.begin(), modules.end(),
             [](const ReportedModule& a, const ReportedModule& b) { return a.key < b.key; });

@@ -75,6 +75,16 @@ def counters(c):
         out[key] = out.get(key, 0) + float(m.group(2))
     return out
 
+def wait(pred, limit, what):
+    """pred() every 0.2 s until it is true (returned) or `limit` seconds pass (exit)."""
+    end = time.time() + limit
+    while time.time() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.2)
+    raise SystemExit(f"{what}: not within {limit} s")
+
 def cpu_rss(pid):
     st = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     cpu = (int(st[11]) + int(st[12])) / os.sysconf("SC_CLK_TCK")

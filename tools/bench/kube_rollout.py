@@ -17,7 +17,7 @@ import json, os, sys, threading, time
 from datetime import datetime, timezone
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kube_bench import GROUP, NS, conn, cpu_rss, req  # noqa: E402
+from kube_bench import GROUP, NS, conn, cpu_rss, req, wait  # noqa: E402
 
 POLICY_PATH = f"/apis/kmodd.io/v1alpha1/namespaces/{NS}/modulepolicies"
 MODULE = f"{GROUP}/namespaces/{NS}/modules/drv"
@@ -57,14 +57,6 @@ def module_status(c):
     return json.loads(data).get("status", {})
 
 
-def wait(pred, limit, what):
-    end = time.time() + limit
-    while time.time() < end:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.2)
-    raise SystemExit(f"{what}: not within {limit} s")
 
 
 class LabelHistory(threading.Thread):

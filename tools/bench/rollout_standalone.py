@@ -7,7 +7,7 @@ import json, os, subprocess, sys, time
 from datetime import datetime, timezone
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kube_bench import cpu_rss  # noqa: E402  (reads no API server: only /proc)
+from kube_bench import cpu_rss, wait  # noqa: E402  (neither reads the API server)
 
 MODULE = """apiVersion: kmm.sigs.x-k8s.io/v1beta1
 kind: Module
@@ -46,14 +46,6 @@ def status(bin_dir, work):
     return next((m["status"] for m in doc.get("modules", []) if m["name"] == "drv"), {})
 
 
-def wait(pred, limit, what):
-    end = time.time() + limit
-    while time.time() < end:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.3)
-    raise SystemExit(f"{what}: not within {limit} s")
 
 
 def since_ms(text):

@@ -10,23 +10,7 @@ namespace {
 
 int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
-// Deterministic bytes for comparing two desired states' modules (versions aside).
-std::string ModulesKey(const v1::NodeDesired& d) {
-  std::string key;
-  for (const auto& m : d.modules()) {
-    std::string one;
-    google::protobuf::io::StringOutputStream stream(&one);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    m.SerializeToCodedStream(&coded);
-    coded.Trim();
-    key += std::to_string(one.size());
-    key += ':';
-    key += one;
-  }
-  return key;
-}
-
+// Deterministic bytes of one entry.
 std::string SpecBytes(const v1::ModuleSpec& m) {
   std::string one;
   google::protobuf::io::StringOutputStream stream(&one);
@@ -35,6 +19,18 @@ std::string SpecBytes(const v1::ModuleSpec& m) {
   m.SerializeToCodedStream(&coded);
   coded.Trim();
   return one;
+}
+
+// Deterministic bytes for comparing two desired states' modules (versions aside).
+std::string ModulesKey(const v1::NodeDesired& d) {
+  std::string key;
+  for (const auto& m : d.modules()) {
+    std::string one = SpecBytes(m);
+    key += std::to_string(one.size());
+    key += ':';
+    key += one;
+  }
+  return key;
 }
 
 v1::Phase PhaseOf(const std::string& phase) {

@@ -64,13 +64,19 @@ v1::NodeReport Reported(const FakeStream& s, v1::Phase phase, const std::string&
   return r;
 }
 
-TEST_CASE("hub rollout: maxParallel 1 - the others keep their entry - a failed node is rolled back") {
-  HubHarness h;
+// Nodes a and b (workers) say hello to a hub with demo/drv at r/drv:1 paced one node at a
+// time.
+void TwoNodes(HubHarness& h, FakeStream& a, FakeStream& b) {
   h.hub.ApplySource(Update("r/drv:1", Policy(1)));
-  FakeStream a;
-  FakeStream b;
   REQUIRE(h.hub.Hello(&a, Worker("a")).ok());
   REQUIRE(h.hub.Hello(&b, Worker("b")).ok());
+}
+
+TEST_CASE("hub rollout: maxParallel 1 - the others keep their entry - a failed node is rolled back") {
+  HubHarness h;
+  FakeStream a;
+  FakeStream b;
+  TwoNodes(h, a, b);
   CHECK(ImageSent(a) == "r/drv:1");  // admitted first (by name)
   // b is sent nothing before it says what it runs: sending without drv would unload it.
   CHECK(ImageSent(b) == "(none)");
@@ -110,11 +116,9 @@ TEST_CASE("hub rollout: maxParallel 1 - the others keep their entry - a failed n
 
 TEST_CASE("hub rollout: undo sends every started node back - the waiting ones keep theirs") {
   HubHarness h;
-  h.hub.ApplySource(Update("r/drv:1", Policy(1)));
   FakeStream a;
   FakeStream b;
-  REQUIRE(h.hub.Hello(&a, Worker("a")).ok());
-  REQUIRE(h.hub.Hello(&b, Worker("b")).ok());
+  TwoNodes(h, a, b);
   REQUIRE(h.hub.Report(&b, v1::NodeReport()).ok());
   REQUIRE(h.hub.Report(&a, Reported(a, v1::LOADED, "r/drv:1")).ok());
   REQUIRE(h.hub.Report(&b, Reported(b, v1::LOADED, "r/drv:1")).ok());
