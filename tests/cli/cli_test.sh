@@ -102,6 +102,50 @@ case "$case_name" in
     expect_rc 2 "$bin"
     expect_in "$tmp/err" "kmodd-controller needs a COMMAND"
     ;;
+  rollout-errors)
+    # `rollout`: usage errors, a Module without a policy, a file it will not rewrite, and a
+    # pause that leaves the directory valid with only spec.paused changed.
+    expect_rc 2 "$bin" rollout restart ns/m --modules-dir "$tmp"
+    expect_in "$tmp/err" '"restart": expected status, pause, resume or undo'
+    expect_rc 2 "$bin" rollout pause just-a-name --modules-dir "$tmp"
+    expect_in "$tmp/err" "give the Module as NAMESPACE/NAME"
+    expect_rc 2 "$bin" rollout pause ns/m
+    expect_in "$tmp/err" "pause needs --modules-dir"
+    mkdir -p "$tmp/mods"
+    cat >"$tmp/mods/m.yaml" <<'YAML'
+apiVersion: kmm.sigs.x-k8s.io/v1beta1
+kind: Module
+metadata: {name: m, namespace: ns}
+spec:
+  selector: {}
+  moduleLoader:
+    container:
+      modprobe: {moduleName: m}
+      kernelMappings: [{regexp: '^.*$', containerImage: 'r/m:1'}]
+YAML
+    expect_rc 1 "$bin" rollout undo ns/m --modules-dir "$tmp/mods"
+    expect_in "$tmp/err" "Module ns/m has no ModulePolicy in $tmp/mods: add one"
+    expect_rc 1 "$bin" rollout pause ns/other --modules-dir "$tmp/mods"
+    expect_in "$tmp/err" "no Module ns/other in $tmp/mods"
+    printf '%s\n' '# the rollout policy of m' 'apiVersion: kmodd.io/v1alpha1' 'kind: ModulePolicy' \
+      'metadata: {name: p, namespace: ns}' 'spec: {moduleName: m, rollout: {maxParallel: 2}}' >"$tmp/mods/p.yaml"
+    cp "$tmp/mods/p.yaml" "$tmp/p.before"
+    expect_rc 1 "$bin" rollout pause ns/m --modules-dir "$tmp/mods"
+    expect_in "$tmp/err" "has comments, which rewriting it would lose"
+    cmp -s "$tmp/mods/p.yaml" "$tmp/p.before" || fail "a refused pause changed the file"
+    sed -i '/^#/d' "$tmp/mods/p.yaml"
+    expect_rc 0 "$bin" rollout pause ns/m --modules-dir "$tmp/mods"
+    expect_in "$tmp/out" "Module ns/m: rollout of revision"
+    python3 - "$tmp/mods/p.yaml" <<'PY' || fail "pause did not set spec.paused alone"
+import sys, yaml
+d = yaml.safe_load(open(sys.argv[1]))
+assert d["spec"] == {"moduleName": "m", "rollout": {"maxParallel": 2}, "paused": True}, d
+PY
+    expect_rc 0 "$bin" validate -f "$tmp/mods"
+    [ -z "$(find "$tmp/mods" -name '.*')" ] || fail "a temporary file was left in the directory"
+    expect_rc 1 "$bin" rollout status ns/m --status-file "$tmp/none.yaml"
+    expect_in "$tmp/err" "is \`kmodd-controller run\` running with this --status-file?"
+    ;;
   nothing-found)
     # Inputs that hold no Module (or no Node) are errors, not an empty success.
     expect_rc 1 "$bin" validate -f "$root/examples/nodes.yaml"

@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -109,4 +110,35 @@ TEST_CASE("module status: a failed write is an error for the queue, then written
   REQUIRE(h.api.Delete(kModules + "/a").ok());
   h.view.modules["ns/a"] = Rejected(3);
   CHECK(h.writer.Reconcile(h.view, "ns/a").error.ok());
+}
+
+TEST_CASE("module status: an Event per rollout step and per failed node - each once") {
+  Harness h;
+  ModuleState m;
+  m.namespace_ = "ns";
+  m.name = "a";
+  kmodd::server::RolloutState r;
+  r.policy = "ns/p";
+  r.revision = "rev1";
+  r.phase = "Progressing";
+  r.message = "canaries: 0 of 2 Ready";
+  m.rollout = r;
+  h.view.modules["ns/a"] = m;
+  CHECK(h.writer.Reconcile(h.view, "ns/a").error.ok());
+  CHECK(h.writer.Reconcile(h.view, "ns/a").error.ok());  // the same step: no second Event
+  m.rollout->phase = "Halted";
+  m.rollout->message = "canary n0 Failed: halted";
+  m.rollout->failed_nodes = {"n0: vermagic mismatch"};
+  h.view.modules["ns/a"] = m;
+  CHECK(h.writer.Reconcile(h.view, "ns/a").error.ok());
+  m.rollout->failed_nodes = {"n0: vermagic mismatch", "n1: probe failed"};
+  h.view.modules["ns/a"] = m;
+  CHECK(h.writer.Reconcile(h.view, "ns/a").error.ok());
+  std::vector<std::string> events = h.Warnings();
+  std::sort(events.begin(), events.end());
+  CHECK(events == std::vector<std::string>{"RolloutHalted x1", "RolloutNodeFailed x1",
+                                           "RolloutNodeFailed x1", "RolloutProgressing x1"});
+  // The status carries the rollout too.
+  CHECK(h.StatusJson().find(R"("rollout":{"policy":"ns/p","revision":"rev1","phase":"Halted")") !=
+        std::string::npos);
 }
