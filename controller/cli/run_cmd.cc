@@ -19,6 +19,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/file.h"
 #include "common/flags.h"
+#include "common/http/metrics_routes.h"
+#include "common/http/server.h"
 #include "common/log.h"
 #include "controller/cli/commands.h"
 #include "controller/cli/kube_security.h"
@@ -29,6 +31,7 @@
 #include "controller/kube/rest_client.h"
 #include "controller/kube_mode/kube_writer.h"
 #include "controller/server/hub.h"
+#include "controller/server/metrics.h"
 #include "controller/server/status_writer.h"
 #include "controller/server/sync_server.h"
 #include "controller/source/dir_source.h"
@@ -44,6 +47,7 @@ constexpr char kUsage[] =
     "                             [--leader-elect]) [--listen HOST:PORT]\n"
     "                            (--cert FILE --key FILE --ca FILE | --insecure)\n"
     "                            [--status-file FILE] [--forget-after SECONDS]\n"
+    "                            [--metrics ADDR:PORT]\n"
     "                            [--log-level debug|info|warn|error]\n"
     "                            [--sync-max-connections-per-peer N]\n"
     "                            [--sync-max-streams-per-connection N]\n";
@@ -66,6 +70,7 @@ struct RunConfig {
   std::vector<std::string> cert_dns;
   std::vector<std::string> cert_ips;
   std::string status_file;  // empty: the default standalone, none in Kubernetes mode
+  std::string metrics;      // empty: no metrics server
   int64_t forget_after_s = 600;
   LogLevel log_level = LogLevel::kInfo;
 };
@@ -104,6 +109,10 @@ int Parse(const std::vector<std::string>& args, RunConfig& c, std::ostream& out,
                 &c.cert_dns);
   flags.Strings("--cert-ip", "IP", "an extra IP of the self-managed serving certificate",
                 &c.cert_ips);
+  flags.String("--metrics", "ADDR:PORT",
+               "Prometheus /metrics and /healthz in plain HTTP (default: none;\n"
+               "the Deployment serves them on :9465)",
+               &c.metrics);
   flags.String("--status-file", "FILE",
                "what `kmodd-controller status` reads; default\n"
                "/var/lib/kmodd/controller-status.yaml, none in Kubernetes mode (the\n"
@@ -165,6 +174,22 @@ std::string NewRunId();
 // How often a rollout is planned again at most (HubOptions::rollout_batch): a node's turn
 // comes at most this much after the report that frees its place.
 constexpr std::chrono::milliseconds kRolloutBatch{20};
+
+// --metrics: the server, or nullptr when not asked for; the error is logged.
+absl::StatusOr<std::unique_ptr<http::Server>> StartMetrics(const std::string& listen,
+                                                           server::Hub& hub,
+                                                           std::function<uint64_t()> errors,
+                                                           Logger& log) {
+  if (listen.empty()) {
+    return std::unique_ptr<http::Server>();
+  }
+  http::HttpHandlers h;
+  h.metrics = [&hub, errors = std::move(errors)] {
+    return server::RenderControllerMetrics(hub.Status(), hub.Counters(), errors ? errors() : 0);
+  };
+  return http::Server::Start(http::MetricsServerOptions(listen), http::MetricsRoutes(std::move(h)),
+                             log);
+}
 
 std::string Identity() {
   if (const char* pod = std::getenv("POD_NAME"); pod != nullptr && *pod != '\0') {
@@ -274,6 +299,19 @@ int RunKubernetes(const RunConfig& c, const sigset_t& signals, const std::string
   if (elector) {
     elector_thread = std::thread([&elector, &stop_electing] { elector->Run(stop_electing); });
   }
+  absl::StatusOr<std::unique_ptr<http::Server>> metrics =
+      StartMetrics(c.metrics, hub, [&writer] { return writer.ReconcileErrors(); }, log);
+  if (!metrics.ok()) {
+    log.Error("cannot serve metrics", {{"listen", c.metrics}, {"error", metrics.status().ToString()}});
+    security.Stop();
+    sync.Shutdown();
+    source.Stop();
+    if (elector) {
+      stop_electing.Cancel();
+      elector_thread.join();
+    }
+    return 1;
+  }
   writer.Start();
   log.Info("controller running (Kubernetes)", {{"run", run_id},
                                                {"namespace", c.ns},
@@ -282,6 +320,9 @@ int RunKubernetes(const RunConfig& c, const sigset_t& signals, const std::string
                                                {"statusFile", c.status_file},
                                                {"port", static_cast<int64_t>(sync.port())}});
   WaitForSignal(signals, hub, log);
+  if (*metrics) {
+    (*metrics)->Stop();  // before what its handler reads
+  }
   writer.Stop();
   if (status) {
     status->Stop();
@@ -365,11 +406,22 @@ int RunCommand(const std::vector<std::string>& args, std::ostream& out, std::ost
     modules.Stop();
     return 1;
   }
+  absl::StatusOr<std::unique_ptr<http::Server>> metrics = StartMetrics(c.metrics, hub, {}, log);
+  if (!metrics.ok()) {
+    log.Error("cannot serve metrics", {{"listen", c.metrics}, {"error", metrics.status().ToString()}});
+    modules.Stop();
+    sync.Shutdown();
+    return 1;
+  }
   log.Info("controller running", {{"run", run_id},
                                   {"modulesDir", c.modules_dir},
-                                  {"statusFile", c.status_file}});
+                                  {"statusFile", c.status_file},
+                                  {"metrics", c.metrics}});
 
   WaitForSignal(signals, hub, log);
+  if (*metrics) {
+    (*metrics)->Stop();
+  }
   modules.Stop();
   sync.Shutdown();
   status.Stop();

@@ -308,6 +308,7 @@ void KubeWriter::Process(const std::string& key) {
     r = Merge(r, dra);
   }
   if (!r.error.ok()) {
+    errors_.fetch_add(1, std::memory_order_relaxed);
     queue_.AddRateLimited(key);  // the duty logged it
     return;
   }

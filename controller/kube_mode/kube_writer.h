@@ -24,6 +24,7 @@
 // leading, nothing is written and what was written is forgotten.
 
 #include <atomic>
+#include <cstdint>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -86,6 +87,9 @@ class KubeWriter {
   // next call.
   void SyncOnce();
 
+  // Duties that failed (each retried with its key's backoff), for the metrics.
+  uint64_t ReconcileErrors() const { return errors_.load(std::memory_order_relaxed); }
+
  private:
   struct Snapshot;
 
@@ -117,6 +121,7 @@ class KubeWriter {
   std::string targeting_;  // the device plugin Modules' selectors and tolerations
   // A worker found it was not leading: every key is owed once it leads again.
   std::atomic<bool> owed_{false};
+  std::atomic<uint64_t> errors_{0};  // duties that failed
 
   std::mutex mu_;
   std::shared_ptr<const Snapshot> snapshot_;

@@ -92,6 +92,9 @@ void Hub::PushLocked(const std::string& name, Entry& e) {
   e.record.pushed_version = e.desired->version();
   e.sent = true;
   e.stream->Push(e.desired);
+  ++counters_.pushes;
+  e.push_ms = NowMs();
+  e.push_version = e.desired->version();
   if (!rollouts_.empty()) {
     NodeRolloutChangedLocked(name, e);  // sent the revision: Updating
   }
@@ -522,6 +525,7 @@ absl::Status Hub::Report(AgentStream* stream, const v1::NodeReport& report) {
                                                     Truncated(report.node().name(), 253)));
   }
   if (!checked.ok()) {
+    ++counters_.reports_refused;
     if (MayLogLocked(e)) {
       log_.Warn("agent report refused: over the limits of one report; its stream ends",
                 {{"node", name}, {"error", std::string(checked.status().message())}});
@@ -536,8 +540,23 @@ absl::Status Hub::Report(AgentStream* stream, const v1::NodeReport& report) {
       SetNodeLocked(e, *std::move(node));
     }
   }
+  ++counters_.reports;
   if (report.has_ack()) {
     const v1::Ack& ack = report.ack();
+    if (e.push_ms > 0 && ack.version() == e.push_version) {
+      const double seconds = static_cast<double>(NowMs() - e.push_ms) / 1000;
+      const std::vector<double>& bounds = AckBounds();
+      counters_.ack_counts.resize(bounds.size());
+      for (size_t i = 0; i < bounds.size(); ++i) {
+        if (seconds <= bounds[i]) {
+          ++counters_.ack_counts[i];
+          break;
+        }
+      }
+      ++counters_.ack_count;
+      counters_.ack_sum += seconds;
+      e.push_ms = 0;
+    }
     if (ack.accepted()) {
       e.record.acked_version = Truncated(ack.version(), limits.max_text);
     } else {
@@ -886,6 +905,14 @@ std::vector<api::Module> Hub::PluginModules() {
       out.push_back(m);
     }
   }
+  return out;
+}
+
+HubCounters Hub::Counters() {
+  std::lock_guard lock(mu_);
+  HubCounters out = counters_;
+  out.ack_bounds = AckBounds();
+  out.ack_counts.resize(out.ack_bounds.size());
   return out;
 }
 

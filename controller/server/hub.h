@@ -61,6 +61,7 @@
 #include "api/module_policy.h"
 #include "controller/rollout/rollout.h"
 #include "controller/placement/placer.h"
+#include "controller/server/metrics.h"
 #include "controller/server/plugin_pods.h"
 #include "controller/server/status.h"
 #include "controller/server/wire.h"
@@ -188,6 +189,9 @@ class Hub {
   std::set<std::string> Draining(const std::string& node);
   size_t ConnectedCount();
 
+  // What the hub counted since it started (metrics.h).
+  HubCounters Counters();
+
   // The rollouts of the Modules with a ModulePolicy, by Module key.
   std::map<std::string, RolloutState> Rollouts();
   // Re-plans the rollouts whose canary soak ended; called about once a second.
@@ -231,6 +235,8 @@ class Hub {
     mutable std::shared_ptr<const v1::NodeDesired> planned;
     mutable bool planned_stale = true;
     std::map<std::string, NodeRollout> rollout;  // by Module key, Modules with a policy
+    int64_t push_ms = 0;        // when the desired state `push_version` was sent (ACK latency)
+    std::string push_version;
     bool logged_this_stream = false;  // ignored entries were logged for this stream
     int64_t logged_unix_ms = 0;       // the last ignored or refused report logged
     uint64_t unlogged = 0;            // entries ignored since
@@ -349,6 +355,7 @@ class Hub {
   bool plugin_pods_synced_ = false;
   std::map<std::string, ModuleRollout> rollouts_;  // by Module key: the policies in force
   bool policies_synced_ = false;  // SetPolicies was called (HubOptions::wait_for_policies)
+  HubCounters counters_;
   bool stopping_ = false;         // the rollout thread ends
   std::condition_variable rollout_cv_;
   std::thread rollout_thread_;    // with HubOptions::rollout_batch

@@ -27,7 +27,7 @@
 #include "node-agent/server/image_gc.h"
 #include "node-agent/server/local_service.h"
 #include "node-agent/server/metrics.h"
-#include "node-agent/server/metrics_routes.h"
+#include "common/http/metrics_routes.h"
 #include "node-agent/server/node_info.h"
 #include "node-agent/server/reconciler.h"
 #include "node-agent/server/sync_client.h"
@@ -307,10 +307,10 @@ int RunCommand(const std::vector<std::string>& args) {
   gc.Start();
   std::unique_ptr<http::Server> metrics_server;
   if (!o.metrics.empty()) {
-    HttpHandlers h;
+    http::HttpHandlers h;
     h.metrics = [&metrics, &state] { return MetricsText(metrics, state); };
     h.healthy = [&reconciler] { return !reconciler.Wedged(); };
-    auto m = http::Server::Start(MetricsServerOptions(o.metrics), MetricsRoutes(std::move(h)), log);
+    auto m = http::Server::Start(http::MetricsServerOptions(o.metrics), http::MetricsRoutes(std::move(h)), log);
     if (!m.ok()) {
       return fail("cannot serve metrics", m.status());
     }

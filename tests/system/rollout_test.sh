@@ -18,7 +18,7 @@ src=$2
 # shellcheck source=tests/lib/harness.bash
 . "$src/tests/lib/harness.bash"
 require_bins "$bin" kmodd-controller kmodd-loadgen
-require_tools python3
+require_tools python3 curl
 
 declare tmp
 make_temp_dir tmp kmodd-rollout KMODD_KEEP
@@ -59,8 +59,9 @@ EOF
 module v1
 
 port=$(free_port)
+metrics_port=$(free_port)
 "$bin/kmodd-controller" run --modules-dir "$mods" --insecure --listen "127.0.0.1:$port" \
-  --status-file "$tmp/status.yaml" >"$tmp/controller.log" 2>&1 &
+  --status-file "$tmp/status.yaml" --metrics "127.0.0.1:$metrics_port" >"$tmp/controller.log" 2>&1 &
 pids+=($!)
 ctl_pid=$!
 eventually 20 grep -q 'sync server listening' "$tmp/controller.log" ||
@@ -120,6 +121,12 @@ grep -q "phase:    Halted: canary sim-0 Failed" "$tmp/status-3.txt" || fail "not
 grep -q "sim-0: simulated failure" "$tmp/status-3.txt" || fail "the failure is not named: $(cat "$tmp/status-3.txt")"
 field_is() { [[ $(field "$1") == "$2" ]]; }
 eventually 20 field_is rolledBack 1 || fail "sim-0 not rolled back: $(rollout status)"
+# The halt on the controller's /metrics, as Prometheus would scrape it.
+curl -fsS "http://127.0.0.1:$metrics_port/metrics" >"$tmp/metrics.txt" || fail "no /metrics"
+grep -qx 'kmodd_controller_rollout_phase{namespace="fleet",name="drv",phase="Halted"} 1' "$tmp/metrics.txt" ||
+  fail "the halt is not in /metrics: $(grep rollout_phase "$tmp/metrics.txt")"
+grep -qx "kmodd_controller_agents_connected $nodes" "$tmp/metrics.txt" || fail "agents_connected is not $nodes"
+grep -q '^kmodd_controller_push_ack_seconds_count [1-9]' "$tmp/metrics.txt" || fail "no push-to-ACK latency observed"
 rollout undo | grep -q "undone" || fail "rollout undo failed"
 eventually 20 phase_is Undone || fail "not undone: $(rollout status)"
 sleep 2  # the canaries' way back to v2 (200 ms loads)

@@ -5,7 +5,7 @@
 #include "node-agent/kernel/errors.h"
 #include "node-agent/server/backoff.h"
 #include "node-agent/server/metrics.h"
-#include "node-agent/server/metrics_routes.h"
+#include "common/http/metrics_routes.h"
 #include "node-agent/server/module_status.h"
 
 using kmodd::agent::BackoffDelay;
@@ -99,7 +99,7 @@ TEST_CASE("metrics text lists every phase and the action counters", "[server]") 
 
 TEST_CASE("the metrics server routes /metrics and /healthz, 503 when wedged", "[server]") {
   bool healthy = true;
-  const kmodd::http::Router routes = kmodd::agent::MetricsRoutes(
+  const kmodd::http::Router routes = kmodd::http::MetricsRoutes(
       {[] { return std::string("x 1\n"); }, [&] { return healthy; }});
   auto route = [&](const std::string& method, const std::string& target) {
     return routes.Route({method, target, "", ""});

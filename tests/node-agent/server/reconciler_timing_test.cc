@@ -8,7 +8,7 @@
 #include <condition_variable>
 #include <mutex>
 
-#include "node-agent/server/metrics_routes.h"
+#include "common/http/metrics_routes.h"
 #include "node-agent/server/reconciler.h"
 #include "server_rig.h"
 #include "tests/fakes/fake_clock.h"
@@ -83,7 +83,7 @@ TEST_CASE("a pass that runs longer than wedged_after fails /healthz until it end
           "[server][timing]") {
   TimingRig<StuckKernel> r;
   // As the daemon wires it (run_cmd.cc): healthy unless wedged.
-  const kmodd::http::Router routes = kmodd::agent::MetricsRoutes(
+  const kmodd::http::Router routes = kmodd::http::MetricsRoutes(
       {[] { return std::string(); }, [&] { return !r.rec->Wedged(); }});
   auto healthz = [&] { return routes.Route({"GET", "/healthz", "", ""}).status; };
   CHECK(healthz() == 200);

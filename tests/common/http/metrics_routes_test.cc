@@ -11,10 +11,10 @@
 #include <string>
 
 #include "common/http/server.h"
-#include "node-agent/server/metrics_routes.h"
+#include "common/http/metrics_routes.h"
 #include "tests/common/http/raw_client.h"
 
-namespace kmodd::agent {
+namespace kmodd::http {
 namespace {
 
 using kmodd::testing::RawClient;
@@ -70,4 +70,4 @@ TEST_CASE("the agent's metrics address takes ADDR:PORT, loopback for a bare :POR
 }
 
 }  // namespace
-}  // namespace kmodd::agent
+}  // namespace kmodd::http
