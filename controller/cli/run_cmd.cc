@@ -174,6 +174,9 @@ std::string NewRunId();
 // How often a rollout is planned again at most (HubOptions::rollout_batch): a node's turn
 // comes at most this much after the report that frees its place.
 constexpr std::chrono::milliseconds kRolloutBatch{20};
+// Standalone mode: after a start, no rollout starts a node for this long, while the agents
+// reconnect (HubOptions::rollout_settle). Agents retry after 100 ms to 30 s.
+constexpr std::chrono::milliseconds kRolloutSettle{10000};
 
 // --metrics: the server, or nullptr when not asked for; the error is logged.
 absl::StatusOr<std::unique_ptr<http::Server>> StartMetrics(const std::string& listen,
@@ -385,6 +388,7 @@ int RunCommand(const std::vector<std::string>& args, std::ostream& out, std::ost
   RealClock clock;
   server::HubOptions hub_options{run_id, std::chrono::seconds(c.forget_after_s)};
   hub_options.rollout_batch = kRolloutBatch;
+  hub_options.rollout_settle = kRolloutSettle;
   server::Hub hub(hub_options, clock, log);
 
   std::error_code ec;

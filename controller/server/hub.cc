@@ -22,6 +22,7 @@ constexpr int64_t kMinLogGapMs = 60'000;
 
 Hub::Hub(HubOptions options, const Clock& clock, Logger& log)
     : options_(std::move(options)), clock_(clock), log_(log) {
+  started_ms_ = NowMs();
   if (options_.rollout_batch.count() > 0) {
     rollout_thread_ = std::thread([this] { RunRollouts(); });
   }

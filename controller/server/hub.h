@@ -112,6 +112,10 @@ struct HubOptions {
   // (tests). Otherwise by the hub's own thread, at most once per this interval: at 5,000
   // nodes a plan per report cost the controller 64 s of CPU for one rollout.
   std::chrono::milliseconds rollout_batch{0};
+  // Standalone mode: for this long after the hub starts no rollout starts a node. The nodes
+  // are the connected agents, and after a restart they come back one by one: a rollout
+  // planned from the first few would take them for the canaries (the first by name).
+  std::chrono::milliseconds rollout_settle{0};
   // What one report may carry (wire.h).
   ReportLimits limits = {};
   // Ignored entries and refused reports are logged once per stream, and for one node at
@@ -209,6 +213,7 @@ class Hub {
     std::string failed_revision;           // it failed on this revision of the Module
     rollout::Progress progress = rollout::Progress::kNotStarted;
     bool in_rollout = false;  // the Module is planned on the node (progress is meaningful)
+    bool rolled_back = false;  // failed on the revision, Loaded again on `before`
     int64_t ready_since_ms = 0;
     std::string failure;  // the agent's message when it failed
   };
@@ -356,6 +361,7 @@ class Hub {
   std::map<std::string, ModuleRollout> rollouts_;  // by Module key: the policies in force
   bool policies_synced_ = false;  // SetPolicies was called (HubOptions::wait_for_policies)
   HubCounters counters_;
+  int64_t started_ms_ = 0;  // when the hub was made (HubOptions::rollout_settle)
   bool stopping_ = false;         // the rollout thread ends
   std::condition_variable rollout_cv_;
   std::thread rollout_thread_;    // with HubOptions::rollout_batch

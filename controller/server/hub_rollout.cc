@@ -153,6 +153,8 @@ std::optional<rollout::Progress> Hub::ProgressLocked(const std::string& name, En
     nr.good = *sent;  // what it runs well, whether or not the revision's
   }
   rollout::Progress p = rollout::Progress::kNotStarted;
+  nr.rolled_back = nr.failed_revision == r.state.revision && nr.before && sent != nullptr &&
+                   Same(sent, &*nr.before) && current && rm->phase == api::Phase::kLoaded;
   if (nr.failed_revision == r.state.revision) {
     p = rollout::Progress::kFailed;
   } else if (sent != nullptr && Same(sent, want)) {
@@ -200,10 +202,11 @@ void Hub::NodeRolloutChangedLocked(const std::string& name, Entry& e) {
     if (r.full) {
       continue;  // every node is computed at the next plan
     }
+    const bool rolled_back = e.rollout.count(key) != 0 && e.rollout[key].rolled_back;
     std::optional<rollout::Progress> now = ProgressLocked(name, e, key, r);
     NodeRollout& nr = e.rollout[key];
     const rollout::Progress p = now.value_or(rollout::Progress::kNotStarted);
-    if (p != nr.progress || now.has_value() != nr.in_rollout) {
+    if (p != nr.progress || now.has_value() != nr.in_rollout || nr.rolled_back != rolled_back) {
       nr.progress = p;
       nr.in_rollout = now.has_value();
       r.dirty = true;
@@ -244,6 +247,9 @@ std::vector<std::string> Hub::PlanRolloutsLocked() {
       rollout::Input in;
       in.policy = ToPolicy(r.policy.rollout);
       in.paused = r.policy.paused;
+      const int64_t settle_end = started_ms_ + options_.rollout_settle.count();
+      const bool settling = now < settle_end;
+      in.paused = in.paused || settling;
       in.resumed = r.policy.Annotation(api::kResumedRevisionAnnotation) == revision;
       in.now_ms = now;
       int64_t rolled_back = 0;
@@ -271,9 +277,8 @@ std::vector<std::string> Hub::PlanRolloutsLocked() {
         if (*p == rollout::Progress::kFailed && failed_nodes.size() < kMaxFailedListed) {
           failed_nodes.push_back(absl::StrCat(name, ": ", nr.failure));
         }
-        const v1::ModuleSpec* sent = FindSpec(e.desired.get(), key);
-        if (nr.failed_revision == revision && nr.before && Same(sent, &*nr.before)) {
-          ++rolled_back;
+        if (nr.rolled_back) {
+          ++rolled_back;  // Ready again on what it ran before
         }
       }
       r.full = false;
@@ -304,6 +309,13 @@ std::vector<std::string> Hub::PlanRolloutsLocked() {
       } else {
         st.phase = rollout::PhaseName(out.phase);
         st.message = out.message;
+      }
+      if (settling && !undone && out.phase == rollout::Phase::kPaused && !r.policy.paused) {
+        st.phase = "Settling";
+        st.message = absl::StrCat("the controller started: no node is started for ",
+                                  (settle_end - now + 999) / 1000,
+                                  " s more, while agents reconnect");
+        out.recheck_at_ms = settle_end;  // Tick plans again then
       }
       if ((phase_before == "Undone") != undone) {
         for (const rollout::NodeInput& n : in.nodes) {

@@ -56,8 +56,9 @@ std::string RenderControllerMetrics(const ControllerStatus& status, const HubCou
 
   Header(out, "kmodd_controller_rollout_phase", "gauge",
          "1 for the current phase of the rollout of each Module with a ModulePolicy.");
-  static constexpr const char* kPhases[] = {"Progressing", "Paused", "WaitingAfterCanary",
-                                            "Halted",      "Complete", "Undone", "NoModule"};
+  static constexpr const char* kPhases[] = {"Progressing", "Paused",   "WaitingAfterCanary",
+                                            "Halted",      "Complete", "Undone",
+                                            "NoModule",    "Settling"};
   for (const ModuleState& m : status.modules) {
     if (!m.rollout) {
       continue;

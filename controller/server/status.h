@@ -83,7 +83,8 @@ struct PullSecretState {
 struct RolloutState {
   std::string policy;    // "<namespace>/<name>" of the ModulePolicy
   std::string revision;  // the Module's revision being rolled out
-  std::string phase;     // Progressing, Paused, WaitingAfterCanary, Halted, Complete, Undone
+  // Progressing, Paused, WaitingAfterCanary, Halted, Complete, Undone, NoModule, Settling
+  std::string phase;
   std::string message;
   int64_t nodes = 0;     // selected nodes
   int64_t updated = 0;   // sent the revision (Updating, Ready or Failed)

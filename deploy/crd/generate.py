@@ -295,7 +295,7 @@ def schema():
         "rollout": obj({
             "policy": string("The ModulePolicy (namespace/name) that paces this Module."),
             "revision": string("The Module revision being rolled out (a digest of its spec)."),
-            "phase": string("Progressing, Paused, WaitingAfterCanary, Halted, Complete, Undone or NoModule."),
+            "phase": string("Progressing, Paused, WaitingAfterCanary, Halted, Complete, Undone, NoModule or Settling."),
             "message": string(),
             "nodes": integer("int64", "Nodes the Module selects."),
             "updated": integer("int64", "Nodes sent the revision (updating, Ready or Failed)."),

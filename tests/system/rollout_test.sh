@@ -6,8 +6,9 @@
 # image at every moment, which nodes ever ran it, and what each node runs in the end.
 #
 #   1. v1 without a policy reaches every node at once; a policy added then changes nothing
-#   2. v2: the 3 canaries only, then the rollout waits; `rollout resume` rolls it on, never
-#      more than maxParallel (10 % = 12) nodes loading at once
+#   2. v2: the 3 canaries only, then the rollout waits, through a restart of the controller
+#      too; `rollout resume` rolls it on, never more than maxParallel (10 % = 12) nodes
+#      loading at once
 #   3. v3 fails on canary sim-0: halted, sim-0 rolled back to v2, no other node but the
 #      canaries ever loads v3; `rollout undo` sends the canaries back to v2
 #
@@ -60,14 +61,19 @@ module v1
 
 port=$(free_port)
 metrics_port=$(free_port)
-"$bin/kmodd-controller" run --modules-dir "$mods" --insecure --listen "127.0.0.1:$port" \
-  --status-file "$tmp/status.yaml" --metrics "127.0.0.1:$metrics_port" >"$tmp/controller.log" 2>&1 &
-pids+=($!)
-ctl_pid=$!
-eventually 20 grep -q 'sync server listening' "$tmp/controller.log" ||
-  fail "controller did not start: $(tail -5 "$tmp/controller.log")"
+start_controller() {  # appends to controller.log; sets ctl_pid
+  "$bin/kmodd-controller" run --modules-dir "$mods" --insecure --listen "127.0.0.1:$port" \
+    --status-file "$tmp/status.yaml" --metrics "127.0.0.1:$metrics_port" >>"$tmp/controller.log" 2>&1 &
+  pids+=($!)
+  ctl_pid=$!
+  eventually 20 listening || fail "controller did not start: $(tail -5 "$tmp/controller.log")"
+}
+listening() { [[ $(grep -c 'sync server listening' "$tmp/controller.log") -ge $starts ]]; }
+starts=1
+start_controller
+# --reconnect: the agents come back to a restarted controller, with what they run.
 "$bin/kmodd-loadgen" --controller "127.0.0.1:$port" --insecure --agents "$nodes" --load-ms 200 \
-  --fail-image drv:v3 --fail-nodes sim-0 --timeline "$tmp/timeline.jsonl" >"$tmp/loadgen.log" 2>&1 &
+  --fail-image drv:v3 --fail-nodes sim-0 --timeline "$tmp/timeline.jsonl" --reconnect >"$tmp/loadgen.log" 2>&1 &
 pids+=($!)
 lg_pid=$!
 eventually 60 grep -q "^connected $nodes" "$tmp/loadgen.log" || fail "agents not served: $(tail -5 "$tmp/loadgen.log")"
@@ -109,6 +115,22 @@ eventually 30 phase_is WaitingAfterCanary || fail "canaries not Ready and waitin
   fail "after the canaries: $(rollout status)"
 sleep 1  # a controller that went on anyway would have started more nodes by now
 [[ $(field updated) == 3 ]] || fail "the rollout did not wait after the canaries: $(rollout status)"
+# A controller restarted here knows nothing it sent: the canaries run v2 already, the
+# others must not be started (nor told to unload v1) until the rollout is resumed.
+kill "$ctl_pid"
+wait "$ctl_pid" 2>/dev/null || true
+rm -f "$tmp/status.yaml"
+starts=2
+start_controller
+# Connected, not served: the nodes that wait for their turn are sent nothing at all.
+reconnected() { curl -fsS "http://127.0.0.1:$metrics_port/metrics" | grep -qx "kmodd_controller_agents_connected $nodes"; }
+eventually 60 reconnected || fail "the agents did not come back: $(tail -3 "$tmp/loadgen.log")"
+status_written() { [[ -s $tmp/status.yaml ]] && phase_is WaitingAfterCanary; }
+eventually 30 status_written || fail "after the restart, not waiting after the canaries: $(rollout status)"
+sleep 1
+[[ $(field updated) == 3 && $(field waiting) == 117 ]] ||
+  fail "after the restart the rollout went on: $(rollout status)"
+resume_ms=$(date +%s%3N)
 rollout resume | grep -q "resumed" || fail "rollout resume failed"
 rollout status --wait 120 >"$tmp/status-2.txt" || fail "v2 did not complete: $(cat "$tmp/status-2.txt")"
 
@@ -135,10 +157,10 @@ kill "$lg_pid"
 wait "$lg_pid" 2>/dev/null || true
 [[ -s $tmp/timeline.jsonl ]] || fail "no timeline written"
 
-python3 - "$tmp/timeline.jsonl" "$nodes" <<'EOF' || fail "the agents' timeline breaks the policy (above)"
+python3 - "$tmp/timeline.jsonl" "$nodes" "$resume_ms" <<'EOF' || fail "the agents' timeline breaks the policy (above)"
 import json, sys
 events = [json.loads(l) for l in open(sys.argv[1])]
-nodes = int(sys.argv[2])
+nodes, resume_ms = int(sys.argv[2]), int(sys.argv[3])
 events.sort(key=lambda e: (e["unix_ms"], e["phase"] == "LOADING"))  # ends before starts
 bad = []
 for tag in ("v2",):
@@ -154,6 +176,10 @@ for tag in ("v2",):
     print(f"{tag}: at most {peak} nodes loading at once")
     if peak > 12 or peak == 0:
         bad.append(f"{tag}: {peak} nodes loading at once (maxParallel is 12)")
+early = sorted({e["node"] for e in events if e["image"].endswith(":v2") and e["unix_ms"] < resume_ms})
+print("nodes that loaded v2 before the resume:", early)
+if early != ["sim-0", "sim-1", "sim-10"]:
+    bad.append(f"v2 reached {early} before the resume (the restart included), not the canaries alone")
 v3 = sorted({e["node"] for e in events if e["image"].endswith(":v3")})
 print("nodes that ever loaded v3:", v3)
 if v3 != ["sim-0", "sim-1", "sim-10"]:

@@ -59,6 +59,9 @@ Fleet::Fleet(const Options& o, std::vector<std::shared_ptr<grpc::ChannelCredenti
   }
   tokens_.resize(nodes_.size());
   agents_.resize(nodes_.size());
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    states_.push_back(std::make_unique<SimNodeState>());
+  }
   ever_connected_.resize(nodes_.size());
   live_since_unix_ms_.resize(nodes_.size());
   backoffs_.assign(nodes_.size(), agent::Backoff(agent::BackoffPolicy{}));
@@ -82,7 +85,8 @@ void Fleet::OpenStream(int slot) {
     if (agents_[slot]) {
       retired_.push_back(std::move(agents_[slot]));
     }
-    agents_[slot] = std::make_unique<SimAgent>(this, nodes_[slot], tokens_[slot], slot);
+    agents_[slot] =
+        std::make_unique<SimAgent>(this, nodes_[slot], tokens_[slot], slot, states_[slot].get());
     agent = agents_[slot].get();
   }
   {
@@ -212,19 +216,12 @@ void Fleet::After(std::chrono::milliseconds delay, std::function<void()> fn) {
 std::string Fleet::TimelineJsonLines() const {
   std::lock_guard lock(agents_mu_);
   std::string out;
-  auto add = [&out](const SimAgent& a) {
-    for (const PhaseEvent& e : a.Timeline()) {
-      absl::StrAppend(&out, "{\"node\":\"", a.name(), "\",\"module\":\"", e.module,
+  for (size_t slot = 0; slot < states_.size(); ++slot) {
+    // After Stop: no stream writes the states any more.
+    for (const PhaseEvent& e : states_[slot]->timeline) {
+      absl::StrAppend(&out, "{\"node\":\"", nodes_[slot].name(), "\",\"module\":\"", e.module,
                       "\",\"image\":\"", e.image, "\",\"phase\":\"", e.phase,
                       "\",\"unix_ms\":", e.unix_ms, "}\n");
-    }
-  };
-  for (const auto& a : retired_) {
-    add(*a);
-  }
-  for (const auto& a : agents_) {
-    if (a) {
-      add(*a);
     }
   }
   return out;

@@ -44,6 +44,24 @@ struct PhaseEvent {
   int64_t unix_ms = 0;
 };
 
+// What one simulated node runs, kept across its streams (as an agent keeps its state when
+// the controller goes away): the modules it was last given and their phase, the desired
+// state they answer, and every phase change. Read and written under the current stream's
+// SimAgent lock: a slot's streams follow one another.
+struct SimModule {
+  std::string spec;  // the entry it was last given, serialized
+  std::string phase;
+  std::string image;
+  std::string version;
+  std::string kernel_module;
+  int64_t since = 0;
+};
+struct SimNodeState {
+  std::map<std::string, SimModule> modules;  // by "<namespace>/<name>"
+  std::string desired_version;
+  std::vector<PhaseEvent> timeline;
+};
+
 class SimAgent;
 
 class Fleet {
@@ -133,6 +151,7 @@ class Fleet {
   mutable std::mutex agents_mu_;
   std::vector<std::unique_ptr<SimAgent>> agents_;
   std::vector<std::unique_ptr<SimAgent>> retired_;
+  std::vector<std::unique_ptr<SimNodeState>> states_;  // one per slot, for good
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -48,6 +48,10 @@ void SimAgent::Start(v1::Controller::Stub* stub) {
   }
   stub->async()->Sync(&ctx_, this);
   v1::NodeReport hello;
+  {
+    std::lock_guard lock(mu_);
+    hello = ReportLocked(NowMs(), false);  // what it runs, from its earlier streams
+  }
   *hello.mutable_node() = node_;
   {
     std::lock_guard lock(mu_);
@@ -58,27 +62,30 @@ void SimAgent::Start(v1::Controller::Stub* stub) {
   StartCall();
 }
 
-v1::NodeReport SimAgent::ReportLocked(int64_t now) {
+v1::NodeReport SimAgent::ReportLocked(int64_t now, bool ack) {
   v1::NodeReport r;
-  r.mutable_ack()->set_version(in_.version());
-  r.mutable_ack()->set_accepted(true);
-  r.set_applied_version(in_.version());
-  for (const auto& spec : in_.modules()) {
-    const ModuleState& st = modules_.at(absl::StrCat(spec.namespace_(), "/", spec.name()));
+  if (ack) {
+    r.mutable_ack()->set_version(in_.version());
+    r.mutable_ack()->set_accepted(true);
+  }
+  if (!state_->desired_version.empty()) {
+    r.set_applied_version(state_->desired_version);
+  }
+  for (const auto& [key, st] : state_->modules) {
     v1::ModuleStatus* m = r.add_modules();
-    m->set_namespace_(spec.namespace_());
-    m->set_name(spec.name());
+    m->set_namespace_(key.substr(0, key.find('/')));
+    m->set_name(key.substr(key.find('/') + 1));
     m->set_phase(PhaseOf(st.phase));
     if (st.phase == "FAILED") {
       m->set_message("simulated failure: the image matches --fail-image");
       m->set_error_class(v1::ERROR_TERMINAL);
     }
-    m->set_image(spec.container_image());
-    m->set_version(spec.version());
-    m->add_kernel_modules(spec.modprobe().module_name());
+    m->set_image(st.image);
+    m->set_version(st.version);
+    m->add_kernel_modules(st.kernel_module);
     m->set_since_unix_ms(st.since);
     m->set_updated_unix_ms(now);
-    m->set_desired_version(in_.version());
+    m->set_desired_version(state_->desired_version);
   }
   return r;
 }
@@ -92,20 +99,15 @@ void SimAgent::FinishLoad(const std::string& version) {
   const bool fails_here = !o.fail_image.empty() &&
                           (o.fail_nodes.empty() || o.fail_nodes.count(node_.name()) != 0);
   const int64_t now = NowMs();
-  for (auto& [k, st] : modules_) {
+  for (auto& [k, st] : state_->modules) {
     if (st.phase != "LOADING") {
       continue;
     }
     st.phase = fails_here && absl::StrContains(st.image, o.fail_image) ? "FAILED" : "LOADED";
     st.since = now;
-    timeline_.push_back(PhaseEvent{k, st.image, st.phase, now});
+    state_->timeline.push_back(PhaseEvent{k, st.image, st.phase, now});
   }
-  EnqueueLocked(ReportLocked(now), -1);
-}
-
-std::vector<PhaseEvent> SimAgent::Timeline() const {
-  std::lock_guard lock(mu_);
-  return timeline_;
+  EnqueueLocked(ReportLocked(now, false), -1);
 }
 
 void SimAgent::WaitDone() {
@@ -146,16 +148,18 @@ void SimAgent::OnReadDone(bool ok) {
     const Options& o = fleet_->options_;
     const bool fails_here = !o.fail_image.empty() &&
                             (o.fail_nodes.empty() || o.fail_nodes.count(node_.name()) != 0);
-    std::map<std::string, ModuleState> next;
+    std::map<std::string, SimModule> next;
     bool loading = false;
     for (const auto& spec : in_.modules()) {
       const std::string k = absl::StrCat(spec.namespace_(), "/", spec.name());
-      ModuleState st;
+      SimModule st;
       st.spec = SpecBytes(spec);
       st.image = spec.container_image();
       const bool failed = fails_here && absl::StrContains(spec.container_image(), o.fail_image);
-      auto old = modules_.find(k);
-      const bool changed = old == modules_.end() || old->second.spec != st.spec;
+      st.version = spec.version();
+      st.kernel_module = spec.modprobe().module_name();
+      auto old = state_->modules.find(k);
+      const bool changed = old == state_->modules.end() || old->second.spec != st.spec;
       if (!changed) {
         st.phase = old->second.phase;
         st.since = old->second.since;
@@ -167,13 +171,15 @@ void SimAgent::OnReadDone(bool ok) {
         st.since = now;
         loading = loading || o.load_ms > 0;
       }
-      if (old == modules_.end() || old->second.phase != st.phase || old->second.image != st.image) {
-        timeline_.push_back(PhaseEvent{k, st.image, st.phase, now});
+      if (old == state_->modules.end() || old->second.phase != st.phase ||
+          old->second.image != st.image) {
+        state_->timeline.push_back(PhaseEvent{k, st.image, st.phase, now});
       }
       next.emplace(k, std::move(st));
     }
-    modules_ = std::move(next);
-    EnqueueLocked(ReportLocked(now), static_cast<int>(history_.size()) - 1);
+    state_->modules = std::move(next);
+    state_->desired_version = in_.version();
+    EnqueueLocked(ReportLocked(now, true), static_cast<int>(history_.size()) - 1);
     if (loading) {
       fleet_->After(std::chrono::milliseconds(o.load_ms),
                     [this, version = in_.version()] { FinishLoad(version); });

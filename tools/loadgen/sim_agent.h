@@ -21,8 +21,9 @@ class SimAgent final : public grpc::ClientBidiReactor<v1::NodeReport, v1::NodeDe
  public:
   // `token`: a bearer token for this stream alone ("" for none). `slot`: the agent's index
   // in the fleet (a reconnecting agent has a new SimAgent per stream).
-  SimAgent(Fleet* fleet, v1::NodeInfo node, std::string token, int slot)
-      : fleet_(fleet), node_(std::move(node)), token_(std::move(token)), slot_(slot) {}
+  SimAgent(Fleet* fleet, v1::NodeInfo node, std::string token, int slot, SimNodeState* state)
+      : fleet_(fleet), node_(std::move(node)), token_(std::move(token)), slot_(slot),
+        state_(state) {}
 
   void Start(v1::Controller::Stub* stub);
   void Cancel() { ctx_.TryCancel(); }
@@ -31,7 +32,6 @@ class SimAgent final : public grpc::ClientBidiReactor<v1::NodeReport, v1::NodeDe
 
   const std::string& name() const { return node_.name(); }
   std::vector<Received> History() const;
-  std::vector<PhaseEvent> Timeline() const;
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -44,21 +44,17 @@ class SimAgent final : public grpc::ClientBidiReactor<v1::NodeReport, v1::NodeDe
     int answers = -1;
   };
   void EnqueueLocked(v1::NodeReport report, int answers);
-  // The report of the current desired state: every module's phase as it stands.
-  v1::NodeReport ReportLocked(int64_t now);
+  // Every module the node runs, as it stands (a hello carries it too); with `ack`, the
+  // answer to the current desired state.
+  v1::NodeReport ReportLocked(int64_t now, bool ack);
   // A slow load of desired state `version` ends.
   void FinishLoad(const std::string& version);
-  struct ModuleState {
-    std::string spec;  // the entry it was last given, serialized
-    std::string phase;
-    std::string image;
-    int64_t since = 0;
-  };
 
   Fleet* fleet_;
   const v1::NodeInfo node_;
   const std::string token_;
   const int slot_;
+  SimNodeState* const state_;  // the Fleet's, for this slot
   grpc::ClientContext ctx_;
   v1::NodeDesired in_;
 
@@ -71,8 +67,6 @@ class SimAgent final : public grpc::ClientBidiReactor<v1::NodeReport, v1::NodeDe
   std::vector<Received> history_;
   std::string last_modules_;  // the serialized modules of the previous desired state
   bool counted_change_ = false;
-  std::map<std::string, ModuleState> modules_;  // by "<namespace>/<name>"
-  std::vector<PhaseEvent> timeline_;
 };
 
 }  // namespace kmodd::loadgen
