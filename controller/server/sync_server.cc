@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <exception>
 #include <filesystem>
+#include <condition_variable>
 #include <mutex>
 #include <tuple>
 #include <utility>
@@ -93,22 +94,30 @@ class SyncReactor final : public grpc::ServerBidiReactor<v1::NodeReport, v1::Nod
       FinishOnce(grpc::Status::OK);  // the agent went away or half-closed
       return;
     }
+    Entered();
     if (!said_hello_ && NeedsToken()) {
       // A TokenReview is a call to the API server: never on gRPC's callback threads. No
-      // read is pending meanwhile, and this reactor lives until Finish.
+      // read is pending meanwhile, and OnDone waits for the review's Process to return.
       if (!shared_.reviews.TrySubmit([this, token = BearerToken()] { Process(CheckToken(token)); })) {
         log_.Warn("agent stream refused: token reviews are backed up",
                   {{"node", in_.node().name()}, {"peer", peer_}});
         FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE,
                                 "the controller is busy checking tokens: retry"));
+        Left();
       }
       return;
     }
     Process(said_hello_ ? absl::OkStatus() : CheckHello());
   }
 
-  // After the credential check of the hello (`st`), or for any later report.
+  // After the credential check of the hello (`st`), or for any later report. Entered()
+  // was called for it; it calls Left() last.
   void Process(absl::Status st) {
+    ProcessOne(std::move(st));
+    Left();
+  }
+
+  void ProcessOne(absl::Status st) {
     if (st.ok() && !said_hello_) {
       st = hub_.Hello(this, in_.node());
       said_hello_ = st.ok();
@@ -119,6 +128,10 @@ class SyncReactor final : public grpc::ServerBidiReactor<v1::NodeReport, v1::Nod
     if (!st.ok()) {
       FinishOnce(ToGrpc(st));
       return;
+    }
+    std::lock_guard lock(mu_);
+    if (finished_) {
+      return;  // ended meanwhile (its token expired, a newer stream): no read after Finish
     }
     StartRead(&in_);
   }
@@ -140,6 +153,14 @@ class SyncReactor final : public grpc::ServerBidiReactor<v1::NodeReport, v1::Nod
   }
 
   void OnDone() override {
+    // A stream may be finished (its token expired, a newer stream replaced it) while a
+    // Process is still running on the review pool or a gRPC thread: it must return before
+    // anything below, or it would say hello to the hub for a deleted stream, or read `in_`
+    // after the delete (seen in CI as a crash in Hub::Report).
+    {
+      std::unique_lock lock(mu_);
+      idle_.wait(lock, [this] { return in_flight_ == 0; });
+    }
     shared_.deadlines.Remove(this);  // no Close from the deadlines after this
     if (said_hello_) {
       hub_.Goodbye(this);  // no Push from the hub after this
@@ -236,7 +257,20 @@ class SyncReactor final : public grpc::ServerBidiReactor<v1::NodeReport, v1::Nod
   v1::NodeReport in_;
   bool said_hello_ = false;  // touched by the read side only
 
+  // A Process begins (Entered) and ends (Left): OnDone waits until none is running.
+  void Entered() {
+    std::lock_guard lock(mu_);
+    ++in_flight_;
+  }
+  void Left() {
+    std::lock_guard lock(mu_);
+    --in_flight_;
+    idle_.notify_all();
+  }
+
   std::mutex mu_;
+  std::condition_variable idle_;  // with mu_: in_flight_ went down
+  int in_flight_ = 0;             // Process calls running
   bool finished_ = false;
   bool broken_ = false;
   bool writing_ = false;
