@@ -300,6 +300,74 @@ void ReadAmount(YamlReader& r, const char* key, std::optional<NodeAmount>& out, 
   }
 }
 
+// One readiness check: its name, its timeout and exactly one kind.
+void ReadCheck(YamlReader& c, ReadinessCheck& check, ReadContext& ctx) {
+  c.String("name", check.name);
+  c.Int64("timeoutSeconds", check.timeout_seconds);
+  struct PathSpec {
+    std::string path;
+    std::optional<std::string> equals, contains;
+  };
+  struct DeviceSpec {
+    std::string glob;
+    int64_t count = 1;
+  };
+  struct LogSpec {
+    std::string pattern;
+    int64_t seconds = kDefaultKernelLogSeconds;
+  };
+  struct StableSpec {
+    std::string path;
+    int64_t seconds = 0;
+  };
+  std::optional<PathSpec> path;
+  std::optional<DeviceSpec> devices;
+  std::optional<LogSpec> log;
+  std::optional<StableSpec> stable;
+  c.OptionalObject("path", path, [](YamlReader& p, PathSpec& v) {
+    p.String("path", v.path);
+    p.OptionalString("equals", v.equals);
+    p.OptionalString("contains", v.contains);
+  });
+  c.OptionalObject("devices", devices, [](YamlReader& p, DeviceSpec& v) {
+    p.String("glob", v.glob);
+    p.Int64("count", v.count);
+  });
+  c.OptionalObject("kernelLog", log, [](YamlReader& p, LogSpec& v) {
+    p.String("pattern", v.pattern);
+    p.Int64("seconds", v.seconds);
+  });
+  c.OptionalObject("stable", stable, [](YamlReader& p, StableSpec& v) {
+    p.String("path", v.path);
+    p.Int64("seconds", v.seconds);
+  });
+  const int kinds = int(path.has_value()) + int(devices.has_value()) + int(log.has_value()) +
+                    int(stable.has_value());
+  if (kinds != 1) {
+    ctx.Error(c.At(), c.Path(),
+              absl::StrCat(kinds == 0 ? "no kind given" : "more than one kind given",
+                           ": give exactly one of path, devices, kernelLog, stable"));
+  }
+  if (path) {
+    check.kind = ReadinessCheck::Kind::kPath;
+    check.path = path->path;
+    check.equals = path->equals;
+    check.contains = path->contains;
+  } else if (devices) {
+    check.kind = ReadinessCheck::Kind::kDevices;
+    check.glob = devices->glob;
+    check.count = devices->count;
+  } else if (log) {
+    check.kind = ReadinessCheck::Kind::kKernelLog;
+    check.pattern = log->pattern;
+    check.seconds = log->seconds;
+  } else if (stable) {
+    check.kind = ReadinessCheck::Kind::kStable;
+    check.path = stable->path;
+    check.seconds = stable->seconds;
+  }
+}
+
 void DecodePolicy(const YAML::Node& doc, int line, ReadContext& ctx, Decoded& out) {
   const size_t errors_before = ctx.errors.size();
   ctx.lines.clear();
@@ -337,6 +405,26 @@ void DecodePolicy(const YAML::Node& doc, int line, ReadContext& ctx, Decoded& ou
                                "to the driver it ran before) or Leave (it stays Failed for "
                                "inspection)"));
       }
+    });
+    s.OptionalObject("drain", mp.drain, [&](YamlReader& dr, DrainSpec& d) {
+      dr.Bool("cordon", d.cordon);
+      dr.StringList("resources", d.resources);
+      dr.StringMap("podSelector", d.pod_selector);
+      dr.Int64("timeoutSeconds", d.timeout_seconds);
+      std::string on_timeout;
+      dr.String("onTimeout", on_timeout);
+      if (on_timeout == "Proceed") {
+        d.on_timeout = OnDrainTimeout::kProceed;
+      } else if (!on_timeout.empty() && on_timeout != "Fail") {
+        ctx.Error(doc, "spec.drain.onTimeout",
+                  absl::StrCat(Quote(on_timeout), ": expected Fail (the node keeps its driver "
+                               "and counts as Failed) or Proceed (its driver is replaced anyway)"));
+      }
+    });
+    s.Object("readiness", mp.readiness, [&](YamlReader& rd, std::vector<ReadinessCheck>& checks) {
+      rd.ObjectList("checks", checks, [&](YamlReader& c, ReadinessCheck& check) {
+        ReadCheck(c, check, ctx);
+      });
     });
   });
   r.Finish();

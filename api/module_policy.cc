@@ -87,6 +87,35 @@ std::vector<FieldError> ValidateModulePolicy(const ModulePolicy& p) {
                    "pause or soakSeconds without count or selector: say which nodes are the "
                    "canaries"});
   }
+  if (p.drain) {
+    const DrainSpec& d = *p.drain;
+    for (size_t i = 0; i < d.resources.size(); ++i) {
+      if (std::string problem = QualifiedNameProblem(d.resources[i]); !problem.empty()) {
+        out.push_back({absl::StrCat("spec.drain.resources[", i, "]"),
+                       absl::StrCat(Quote(d.resources[i]), " is not a resource name: ", problem)});
+      } else if (d.resources[i].find('/') == std::string::npos) {
+        out.push_back({absl::StrCat("spec.drain.resources[", i, "]"),
+                       absl::StrCat(Quote(d.resources[i]), " is not an extended resource "
+                                    "(a device plugin's resource is domain/name, e.g. example.com/gpu)")});
+      }
+    }
+    for (const auto& [k, v] : d.pod_selector) {
+      if (std::string problem = QualifiedNameProblem(k); !problem.empty()) {
+        out.push_back({absl::StrCat("spec.drain.podSelector.", k), problem});
+      }
+      if (!v.empty() && !IsLabelName(v)) {
+        out.push_back({absl::StrCat("spec.drain.podSelector.", k),
+                       absl::StrCat(Quote(v), " is not a valid label value")});
+      }
+    }
+    if (d.timeout_seconds < 1 || d.timeout_seconds > int64_t{24} * 3600) {
+      out.push_back({"spec.drain.timeoutSeconds",
+                     absl::StrCat(d.timeout_seconds, ": expected 1 to 86400")});
+    }
+  }
+  for (FieldError& e : ValidateReadinessChecks(p.readiness, "spec.readiness.checks")) {
+    out.push_back(std::move(e));
+  }
   return out;
 }
 

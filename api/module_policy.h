@@ -20,6 +20,16 @@
 //         soakSeconds: 600       # or resume on its own once they were Ready this long
 //       maxFailed: 1             # count or percentage: more Failed nodes halt the rollout
 //       onFailure: Rollback      # Rollback (default) or Leave (for inspection)
+//     readiness:
+//       checks: [...]            # what must hold before a node is Ready (api/readiness.h)
+//     drain:                     # Kubernetes mode: before a node's driver is replaced
+//       cordon: true             # mark it unschedulable first (default); uncordoned when
+//                                # Ready again, unless someone else had cordoned it
+//       resources: [example.com/gpu]   # evict the Pods requesting these resources
+//       podSelector: {app: trainer}    # and the Pods with these labels
+//       timeoutSeconds: 300      # wait this long for them to go (default 300)
+//       onTimeout: Fail          # Fail (default: the node keeps its driver, counts as
+//                                # Failed) or Proceed (replace it anyway)
 //
 // `rollout resume` and `rollout undo` act on one revision of the Module (Module::revision):
 // they record it in the annotations below, so that they do not carry over to the next
@@ -33,6 +43,7 @@
 
 #include "api/diagnostic.h"
 #include "api/object_meta.h"
+#include "api/readiness.h"
 
 namespace kmodd::api {
 
@@ -53,6 +64,18 @@ struct NodeAmount {
 };
 
 enum class OnFailure { kRollback, kLeave };
+enum class OnDrainTimeout { kFail, kProceed };
+
+// Draining a node's device users through the Eviction API (PodDisruptionBudgets honoured)
+// before its driver is replaced or removed.
+struct DrainSpec {
+  bool cordon = true;
+  std::vector<std::string> resources;             // extended resources the Pods request
+  std::map<std::string, std::string> pod_selector;  // or labels they carry
+  int64_t timeout_seconds = 300;
+  OnDrainTimeout on_timeout = OnDrainTimeout::kFail;
+  bool operator==(const DrainSpec&) const = default;
+};
 
 struct RolloutSpec {
   std::optional<NodeAmount> max_parallel;
@@ -70,6 +93,8 @@ struct ModulePolicy {
   std::string module_name;
   bool paused = false;
   RolloutSpec rollout;
+  std::vector<ReadinessCheck> readiness;  // spec.readiness.checks
+  std::optional<DrainSpec> drain;
   bool operator==(const ModulePolicy&) const = default;
 
   // "<namespace>/<name>" of the policy object itself.

@@ -12,6 +12,8 @@ const char* PhaseName(Phase p) {
       return "Pulling";
     case Phase::kLoading:
       return "Loading";
+    case Phase::kAvailable:
+      return "Available";
     case Phase::kLoaded:
       return "Loaded";
     case Phase::kUnloading:

@@ -17,15 +17,18 @@ enum class Phase {
   kPending,    // desired, not started (or waiting for a retry)
   kPulling,    // fetching the image
   kLoading,    // inserting (in-tree removal, firmware, dependencies)
-  kLoaded,     // in the kernel, as desired
+  // In the kernel, as desired, its readiness checks (api/readiness.h) still running: the
+  // seed's "Available". Not Ready: no .ready label, not done for a rollout.
+  kAvailable,
+  kLoaded,     // in the kernel, as desired, every readiness check passed: Ready
   kUnloading,  // being removed
   kFailed,     // the last action or its preparation failed
 };
 
 // Every phase an agent reports, in lifecycle order (kUnknown is no agent's).
-inline constexpr std::array<Phase, 6> kAgentPhases = {
-    Phase::kPending, Phase::kPulling,   Phase::kLoading,
-    Phase::kLoaded,  Phase::kUnloading, Phase::kFailed,
+inline constexpr std::array<Phase, 7> kAgentPhases = {
+    Phase::kPending,   Phase::kPulling,   Phase::kLoading, Phase::kAvailable,
+    Phase::kLoaded,    Phase::kUnloading, Phase::kFailed,
 };
 
 // "Pending", "Pulling", ...: the spelling of status documents, journals, logs and metrics.

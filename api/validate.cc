@@ -14,6 +14,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "api/names.h"
+#include "api/readiness.h"
 
 namespace kmodd::api {
 
@@ -481,6 +482,9 @@ std::vector<FieldError> ValidateNodeModuleSpec(const NodeModuleSpec& m) {
   CheckModprobe(m.config.modprobe, "config.modprobe", errors);
   for (size_t i = 0; i < m.tolerations.size(); ++i) {
     CheckToleration(m.tolerations[i], Index("tolerations", i), errors);
+  }
+  for (FieldError& e : ValidateReadinessChecks(m.readiness, "readiness")) {
+    errors.push_back(std::move(e));
   }
   return errors;
 }

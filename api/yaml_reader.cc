@@ -155,6 +155,14 @@ void YamlReader::String(const char* key, std::string& out) {
   }
 }
 
+void YamlReader::OptionalString(const char* key, std::optional<std::string>& out) {
+  YAML::Node n = Take(key);
+  std::string v;
+  if (!IsAbsent(n) && ScalarString(n, Join(key), v)) {
+    out = std::move(v);
+  }
+}
+
 void YamlReader::IntOrString(const char* key, std::string& out) {
   YAML::Node n = Take(key);
   if (IsAbsent(n)) {

@@ -40,6 +40,7 @@ class YamlReader {
   const std::string& Path() const { return path_; }
 
   void String(const char* key, std::string& out);
+  void OptionalString(const char* key, std::optional<std::string>& out);
   // Kubernetes' IntOrString: a plain integer or a string, as text ("" when absent).
   void IntOrString(const char* key, std::string& out);
   void Bool(const char* key, bool& out);
@@ -103,6 +104,7 @@ class YamlReader {
 
   // Leaves the path used in diagnostics for the current object.
   ReadContext& Context() { return ctx_; }
+  const YAML::Node& At() const { return node_; }
 
  private:
   YAML::Node Take(const char* key);

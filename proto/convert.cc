@@ -22,6 +22,25 @@ void Assign(Repeated* r, const std::vector<std::string>& v) {
 
 }  // namespace
 
+void SetReadiness(const std::vector<api::ReadinessCheck>& checks, v1::ModuleSpec& out) {
+  out.clear_readiness();
+  for (const api::ReadinessCheck& c : checks) {
+    v1::ReadinessCheck* r = out.add_readiness();
+    r->set_name(c.name);
+    r->set_kind(api::CheckKindName(c.kind));
+    r->set_path(c.path);
+    r->set_has_equals(c.equals.has_value());
+    r->set_equals(c.equals.value_or(""));
+    r->set_has_contains(c.contains.has_value());
+    r->set_contains(c.contains.value_or(""));
+    r->set_glob(c.glob);
+    r->set_count(c.count);
+    r->set_pattern(c.pattern);
+    r->set_seconds(c.seconds);
+    r->set_timeout_seconds(c.timeout_seconds);
+  }
+}
+
 v1::ModuleSpec ToProto(const api::NodeModuleSpec& spec) {
   v1::ModuleSpec out;
   out.set_namespace_(spec.namespace_);
@@ -55,6 +74,7 @@ v1::ModuleSpec ToProto(const api::NodeModuleSpec& spec) {
     p->set_has_modules_loading_order(true);
     Assign(p->mutable_modules_loading_order(), *m.modules_loading_order);
   }
+  SetReadiness(spec.readiness, out);
   return out;
 }
 
@@ -110,6 +130,37 @@ absl::StatusOr<api::NodeModuleSpec> FromProto(const v1::ModuleSpec& in) {
   if (p.has_modules_loading_order()) {
     m.modules_loading_order = Strings(p.modules_loading_order());
   }
+  for (const v1::ReadinessCheck& r : in.readiness()) {
+    api::ReadinessCheck c;
+    c.name = r.name();
+    const std::string& kind = r.kind();
+    if (kind == "path") {
+      c.kind = api::ReadinessCheck::Kind::kPath;
+    } else if (kind == "devices") {
+      c.kind = api::ReadinessCheck::Kind::kDevices;
+    } else if (kind == "kernelLog") {
+      c.kind = api::ReadinessCheck::Kind::kKernelLog;
+    } else if (kind == "stable") {
+      c.kind = api::ReadinessCheck::Kind::kStable;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat(who, ": readiness check \"", r.name(), "\": kind \"", kind,
+                       "\" is not one of path, devices, kernelLog, stable"));
+    }
+    c.path = r.path();
+    if (r.has_equals()) {
+      c.equals = r.equals();
+    }
+    if (r.has_contains()) {
+      c.contains = r.contains();
+    }
+    c.glob = r.glob();
+    c.count = r.count();
+    c.pattern = r.pattern();
+    c.seconds = r.seconds();
+    c.timeout_seconds = r.timeout_seconds();
+    out.readiness.push_back(std::move(c));
+  }
   // The controller's own rules, whoever sent the entry: the controller, or agentctl load.
   const std::vector<api::FieldError> errors = api::ValidateNodeModuleSpec(out);
   if (errors.size() == 1) {
@@ -155,6 +206,8 @@ v1::Phase ToProto(api::Phase p) {
       return v1::PULLING;
     case api::Phase::kLoading:
       return v1::LOADING;
+    case api::Phase::kAvailable:
+      return v1::AVAILABLE;
     case api::Phase::kLoaded:
       return v1::LOADED;
     case api::Phase::kUnloading:
@@ -173,6 +226,8 @@ api::Phase FromProto(v1::Phase p) {
       return api::Phase::kPulling;
     case v1::LOADING:
       return api::Phase::kLoading;
+    case v1::AVAILABLE:
+      return api::Phase::kAvailable;
     case v1::LOADED:
       return api::Phase::kLoaded;
     case v1::UNLOADING:

@@ -11,6 +11,8 @@
 namespace kmodd::proto {
 
 v1::ModuleSpec ToProto(const api::NodeModuleSpec& spec);
+// Replaces the entry's readiness checks (the hub adds the ModulePolicy's to each entry).
+void SetReadiness(const std::vector<api::ReadinessCheck>& checks, v1::ModuleSpec& out);
 // Checks what the agent relies on (names, kernel version, image, module name) and every
 // rule of api::ValidateNodeModuleSpec (the controller's validation of a Module, as it bears
 // on one node's entry): the message names the module and each field. The agent converts

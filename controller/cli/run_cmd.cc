@@ -12,6 +12,7 @@
 #include <ostream>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <thread>
@@ -29,6 +30,7 @@
 #include "controller/kube/events.h"
 #include "controller/kube/leader.h"
 #include "controller/kube/rest_client.h"
+#include "controller/kube_mode/drainer.h"
 #include "controller/kube_mode/kube_writer.h"
 #include "controller/server/hub.h"
 #include "controller/server/metrics.h"
@@ -245,7 +247,43 @@ int RunKubernetes(const RunConfig& c, const sigset_t& signals, const std::string
   hub_options.wait_for_plugin_pods = true;
   hub_options.wait_for_policies = true;
   hub_options.rollout_batch = kRolloutBatch;
+  // ModulePolicy drains (kube_mode/drainer.h): the hub queues, the drainer's thread works.
+  // The slot is emptied (under its lock) before the drainer goes, so that a hub thread
+  // never reaches a destroyed drainer.
+  struct DrainerSlot {
+    std::mutex mu;
+    source::Drainer* drainer = nullptr;
+  };
+  auto slot = std::make_shared<DrainerSlot>();
+  hub_options.drain = [slot](const server::DrainRequest& r) {
+    std::lock_guard lock(slot->mu);
+    if (slot->drainer != nullptr) {
+      slot->drainer->Request(r);
+    }
+  };
+  hub_options.undrain = [slot](const std::string& node, const std::string& module) {
+    std::lock_guard lock(slot->mu);
+    if (slot->drainer != nullptr) {
+      slot->drainer->Release(node, module);
+    }
+  };
   server::Hub hub(hub_options, clock, log);
+  source::Drainer drainer(**client, log, clock,
+                          [&hub](const server::DrainRequest& r, bool drained, const std::string& m) {
+                            hub.DrainDone(r.node, r.module, r.target, drained, m);
+                          });
+  struct SlotReset {
+    std::shared_ptr<DrainerSlot> slot;
+    ~SlotReset() {
+      std::lock_guard lock(slot->mu);
+      slot->drainer = nullptr;
+    }
+  } slot_reset{slot};
+  {
+    std::lock_guard lock(slot->mu);
+    slot->drainer = &drainer;
+  }
+  drainer.Start();
   const std::string identity = Identity();
   std::unique_ptr<kube::LeaderElector> elector;
   std::thread elector_thread;

@@ -120,9 +120,8 @@ void Hub::HoldForPluginPodsLocked(const std::string& name, Entry& e,
       auto* modules = next.mutable_modules();
       auto same = std::find_if(modules->begin(), modules->end(),
                                [&](const v1::ModuleSpec& m) { return SpecKey(m) == key; });
-      if (same != modules->end() &&
-          google::protobuf::util::MessageDifferencer::Equals(old, *same)) {
-        continue;
+      if (same != modules->end() && SameDriverEntry(old, *same)) {
+        continue;  // the same driver (new readiness checks, if any, go as planned)
       }
       if (same != modules->end()) {
         *same = old;
@@ -386,8 +385,10 @@ void Hub::ApplySource(const source::SourceUpdate& update) {
       add(placer_.SetModule(m));
     }
   }
-  if (update.policies) {
-    SetPoliciesLocked(*update.policies);
+  if (update.policies && SetPoliciesLocked(*update.policies)) {
+    for (const std::string& name : NodeNamesLocked()) {
+      changed.push_back(name);  // every entry carries the checks
+    }
   }
   for (const std::string& name : changed) {
     if (auto it = nodes_.find(name); it != nodes_.end()) {

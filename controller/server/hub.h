@@ -91,6 +91,15 @@ struct HubChanges {
   std::set<std::string> nodes;
 };
 
+// A node to drain before a Module's driver on it is replaced or removed (ModulePolicy
+// spec.drain, Kubernetes mode): kube_mode/drainer.h cordons it and evicts the Pods.
+struct DrainRequest {
+  std::string node;
+  std::string module;  // namespace/name
+  std::string target;  // identifies the entry the drain is for (Hub::DrainDone echoes it)
+  api::DrainSpec spec;
+};
+
 struct HubOptions {
   std::string run_id;  // the "<run id>" of every version this run sends
   // A node whose agent has been away this long is forgotten (its plan dropped).
@@ -116,12 +125,21 @@ struct HubOptions {
   // are the connected agents, and after a restart they come back one by one: a rollout
   // planned from the first few would take them for the canaries (the first by name).
   std::chrono::milliseconds rollout_settle{0};
+  // Kubernetes mode with drains: called (under the hub's lock: it must only queue) to drain
+  // a node, and to release it (uncordon) once it is Ready on the Module's new entry.
+  std::function<void(const DrainRequest&)> drain{};
+  std::function<void(const std::string& node, const std::string& module)> undrain{};
   // What one report may carry (wire.h).
   ReportLimits limits = {};
   // Ignored entries and refused reports are logged once per stream, and for one node at
   // most once a minute, and again within a stream at most this often (with the count).
   std::chrono::milliseconds log_every = std::chrono::minutes(10);
 };
+
+// The same driver entry: what the agent loads. The readiness checks are left out: a node
+// runs the policy's current ones on whatever entry it keeps, and a change of the checks
+// alone neither reloads the driver nor moves its device plugin.
+bool SameDriverEntry(const v1::ModuleSpec& a, const v1::ModuleSpec& b);
 
 class Hub {
  public:
@@ -203,6 +221,10 @@ class Hub {
   // Kubernetes mode: every ModulePolicy in force, by the Module it governs (standalone
   // mode: SourceUpdate::policies).
   void SetPolicies(const std::map<std::string, api::ModulePolicy>& policies);
+  // The drain of DrainRequest (node, module, target) ended: `drained`, or timed out with
+  // `message` saying what was left. The node is sent what the rollout gives it now.
+  void DrainDone(const std::string& node, const std::string& module, const std::string& target,
+                 bool drained, const std::string& message);
 
  private:
   // One node's part in the rollouts of one Module (by Module key in Entry::rollout).
@@ -216,6 +238,11 @@ class Hub {
     bool rolled_back = false;  // failed on the revision, Loaded again on `before`
     int64_t ready_since_ms = 0;
     std::string failure;  // the agent's message when it failed
+    // Drain (spec.drain) before the entry changes: for which entry, and where it stands.
+    enum class Drain { kNone, kRequested, kDone, kTimedOut };
+    Drain drain = Drain::kNone;
+    std::string drain_target;
+    std::string drain_message;
   };
   // What a rollout lets a node be sent for one Module.
   enum class Gate { kPlan, kKeep, kRollBack };
@@ -299,7 +326,9 @@ class Hub {
   // The node's plan before rollouts and holds, rebuilt when its placement changed.
   const v1::NodeDesired& PlannedLocked(const std::string& name, const Entry& e) const;
   // Takes a new set of policies; marks what changed.
-  void SetPoliciesLocked(const std::map<std::string, api::ModulePolicy>& policies);
+  // True when a Module's readiness checks changed: every node's entry must be planned again.
+  bool SetPoliciesLocked(const std::map<std::string, api::ModulePolicy>& policies);
+  std::vector<std::string> NodeNamesLocked() const;
   // Where the node is with Module `key` (updates its NodeRollout); nullopt when the Module
   // is not planned there.
   std::optional<rollout::Progress> ProgressLocked(const std::string& name, Entry& e,

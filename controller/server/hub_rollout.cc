@@ -9,12 +9,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "controller/server/hub.h"
+#include "proto/convert.h"
 
 namespace kmodd::server {
 
+bool SameDriverEntry(const v1::ModuleSpec& a, const v1::ModuleSpec& b) {
+  google::protobuf::util::MessageDifferencer d;
+  d.IgnoreField(v1::ModuleSpec::descriptor()->FindFieldByName("readiness"));
+  return d.Compare(a, b);
+}
+
 namespace {
 
-using google::protobuf::util::MessageDifferencer;
 
 constexpr size_t kMaxFailedListed = 20;
 
@@ -36,7 +42,7 @@ bool Same(const v1::ModuleSpec* a, const v1::ModuleSpec* b) {
   if (a == nullptr || b == nullptr) {
     return a == b;
   }
-  return MessageDifferencer::Equals(*a, *b);
+  return SameDriverEntry(*a, *b);
 }
 
 const ReportedModule* Reported(const std::vector<ReportedModule>& reported,
@@ -105,15 +111,25 @@ const v1::NodeDesired& Hub::PlannedLocked(const std::string& name, const Entry& 
     if (std::optional<placement::NodePlacement> p = placer_.PlacementFor(name)) {
       *d = DesiredFromPlacement(*p, "");
     }
+    // The ModulePolicy's readiness checks go with the entry; they never change what the
+    // agent loads (not in its fingerprint), only when it calls the node Ready.
+    for (v1::ModuleSpec& m : *d->mutable_modules()) {
+      auto r = rollouts_.find(KeyOf(m));
+      if (r != rollouts_.end() && !r->second.policy.readiness.empty()) {
+        proto::SetReadiness(r->second.policy.readiness, m);
+      }
+    }
     e.planned = std::move(d);
     e.planned_stale = false;
   }
   return *e.planned;
 }
 
-void Hub::SetPoliciesLocked(const std::map<std::string, api::ModulePolicy>& policies) {
+bool Hub::SetPoliciesLocked(const std::map<std::string, api::ModulePolicy>& policies) {
+  bool checks_changed = false;
   for (auto it = rollouts_.begin(); it != rollouts_.end();) {
     if (policies.count(it->first) == 0) {
+      checks_changed = checks_changed || !it->second.policy.readiness.empty();
       log_.Info("rollout policy removed: the module reaches its nodes at once",
                 {{"module", it->first}});
       for (auto& [name, e] : nodes_) {
@@ -126,6 +142,13 @@ void Hub::SetPoliciesLocked(const std::map<std::string, api::ModulePolicy>& poli
   }
   for (const auto& [key, p] : policies) {
     ModuleRollout& r = rollouts_[key];
+    if (r.policy.readiness != p.readiness) {
+      checks_changed = true;
+    }
+    if (p.drain && !options_.drain && !(r.policy.drain == p.drain)) {
+      log_.Warn("ModulePolicy drain ignored: standalone mode has no Pods to evict",
+                {{"policy", p.Key()}, {"module", key}});
+    }
     if (!(r.policy == p)) {
       r.policy = p;
       r.state.policy = r.policy.Key();
@@ -133,6 +156,7 @@ void Hub::SetPoliciesLocked(const std::map<std::string, api::ModulePolicy>& poli
       r.full = true;
     }
   }
+  return checks_changed;
 }
 
 std::optional<rollout::Progress> Hub::ProgressLocked(const std::string& name, Entry& e,
@@ -180,6 +204,12 @@ std::optional<rollout::Progress> Hub::ProgressLocked(const std::string& name, En
         : rm->phase == api::Phase::kFailed ? rollout::Progress::kFailed
                                            : rollout::Progress::kUpdating;
     nr.ready_since_ms = rm->since_unix_ms;
+  }
+  if (nr.drain != NodeRollout::Drain::kNone && nr.drain != NodeRollout::Drain::kRequested &&
+      (p == rollout::Progress::kReady || nr.rolled_back) && options_.undrain) {
+    // Ready again (on the new driver, or back on the old one): the node is released.
+    nr.drain = NodeRollout::Drain::kNone;
+    options_.undrain(name, key);
   }
   return p;
 }
@@ -389,6 +419,42 @@ void Hub::ApplyRolloutsLocked(const std::string& name, Entry& e, const v1::NodeD
         want = nr.before;
         break;
     }
+    if (want && planned != nullptr && gate == Gate::kKeep) {
+      // The policy's readiness checks are not paced: a node kept at its entry runs the
+      // checks in force now, without a reload. One sent back runs the entry it ran well,
+      // with the checks it passed then (a check written for the new driver does not fail
+      // the old one).
+      *want->mutable_readiness() = planned->readiness();
+    }
+    if (last != nullptr && !Same(want ? &*want : nullptr, last) && r.policy.drain &&
+        options_.drain) {
+      // The driver on the node is about to be replaced or removed: its device users go
+      // first (Kubernetes mode). Until they have, the node keeps what it runs.
+      v1::ModuleSpec target_spec = want ? *want : v1::ModuleSpec();
+      target_spec.clear_readiness();
+      const std::string target = absl::StrCat(want ? "set:" : "remove:", target_spec.SerializeAsString());
+      if (nr.drain_target != target) {
+        nr.drain_target = target;
+        nr.drain = NodeRollout::Drain::kRequested;
+        nr.drain_message.clear();
+        log_.Info("rollout: draining the node before its driver changes",
+                  {{"node", name}, {"module", key}, {"revision", r.state.revision}});
+        options_.drain(DrainRequest{name, key, target, *r.policy.drain});
+      }
+      const bool proceed = nr.drain == NodeRollout::Drain::kDone ||
+                           (nr.drain == NodeRollout::Drain::kTimedOut &&
+                            r.policy.drain->on_timeout == api::OnDrainTimeout::kProceed);
+      if (!proceed) {
+        want = *last;
+        if (nr.drain == NodeRollout::Drain::kTimedOut && nr.failed_revision != r.state.revision) {
+          nr.failed_revision = r.state.revision;
+          nr.failure = nr.drain_message;
+          log_.Warn("rollout: node failed: its device users did not leave in time",
+                    {{"node", name}, {"module", key}, {"revision", r.state.revision},
+                     {"error", nr.drain_message}});
+        }
+      }
+    }
     if (!Same(want ? &*want : nullptr, last)) {
       nr.seq = seq;
       if (gate != Gate::kRollBack) {
@@ -401,6 +467,39 @@ void Hub::ApplyRolloutsLocked(const std::string& name, Entry& e, const v1::NodeD
     }
     SetSpec(next, key, want);
   }
+}
+
+void Hub::DrainDone(const std::string& node, const std::string& module, const std::string& target,
+                    bool drained, const std::string& message) {
+  std::lock_guard lock(mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) {
+    return;
+  }
+  auto nr = it->second.rollout.find(module);
+  if (nr == it->second.rollout.end() || nr->second.drain_target != target ||
+      nr->second.drain != NodeRollout::Drain::kRequested) {
+    return;  // superseded by a newer change
+  }
+  nr->second.drain = drained ? NodeRollout::Drain::kDone : NodeRollout::Drain::kTimedOut;
+  nr->second.drain_message = message;
+  log_.Info(drained ? "rollout: node drained; its driver is replaced now"
+                    : "rollout: drain timed out",
+            {{"node", node}, {"module", module}, {"message", message}});
+  if (auto r = rollouts_.find(module); r != rollouts_.end()) {
+    r->second.dirty = true;
+  }
+  (void)PushChangedLocked({node});
+  ChangedLocked();
+}
+
+std::vector<std::string> Hub::NodeNamesLocked() const {
+  std::vector<std::string> out;
+  out.reserve(nodes_.size());
+  for (const auto& [name, e] : nodes_) {
+    out.push_back(name);
+  }
+  return out;
 }
 
 bool Hub::WaitsForRolloutLocked(const std::string& name, const Entry& e) const {
@@ -425,9 +524,12 @@ bool Hub::WaitsForRolloutLocked(const std::string& name, const Entry& e) const {
 
 void Hub::SetPolicies(const std::map<std::string, api::ModulePolicy>& policies) {
   std::lock_guard lock(mu_);
-  SetPoliciesLocked(policies);
+  const bool checks_changed = SetPoliciesLocked(policies);
   const bool first = !policies_synced_;
   policies_synced_ = true;
+  if (checks_changed) {
+    (void)PushChangedLocked(NodeNamesLocked());  // every entry carries the checks
+  }
   (void)PushChangedLocked(PlanRolloutsLocked());
   if (first) {
     (void)PushOwedLocked();  // the nodes that waited for the first list

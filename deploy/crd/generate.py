@@ -410,6 +410,11 @@ def crd():
     }
 
 
+def seconds(desc, minimum=0):
+    return {"type": "integer", "format": "int64", "minimum": minimum, "maximum": 86400,
+            "description": desc}
+
+
 def policy_crd():
     """The ModulePolicy CRD (kmodd.io/v1alpha1): api/module_policy.h."""
     # IntOrString as Kubernetes spells it (nothing more is structural); the webhook checks
@@ -434,6 +439,43 @@ def policy_crd():
             "onFailure": {"type": "string", "enum": ["Rollback", "Leave"],
                           "description": "Rollback (default): a Failed node goes back to what it ran before; Leave: it stays for inspection."},
         }, "How a change of the Module reaches its nodes."),
+        "drain": obj({
+            "cordon": boolean("Mark the node unschedulable first (default true); uncordoned once Ready again, unless someone else had cordoned it."),
+            "resources": strings("Evict the Pods on the node that request one of these extended resources (a device plugin's, e.g. example.com/gpu)."),
+            "podSelector": string_map("And the Pods on the node that carry these labels."),
+            "timeoutSeconds": seconds("How long to wait for them to leave (default 300).", 1),
+            "onTimeout": {"type": "string", "enum": ["Fail", "Proceed"],
+                          "description": "Fail (default): the node keeps its driver and counts as Failed; Proceed: its driver is replaced anyway."},
+        }, "Kubernetes mode: drain the node's device users through the Eviction API before its driver is replaced or removed."),
+        "readiness": obj({
+            "checks": {
+                "type": "array", "maxItems": 16,
+                "description": "What must hold on a node once the modules are loaded before it is Ready; run by the agent (api/readiness.h).",
+                "items": obj({
+                    "name": {"type": "string", "minLength": 1, "maxLength": 63,
+                             "description": "Names the check in the node's status and in Events."},
+                    "timeoutSeconds": seconds("path, devices, stable: the check fails if it has not passed by then (default 60).", 1),
+                    "path": obj({
+                        "path": string("A file or directory under /sys or /proc."),
+                        "equals": string("Its content, trailing newlines ignored."),
+                        "contains": string("A substring of its content."),
+                    }, "Passes once the path exists (with the content, if given).", required=["path"]),
+                    "devices": obj({
+                        "glob": string("Device nodes under /dev (fnmatch), as udev lists them."),
+                        "count": {"type": "integer", "format": "int64", "minimum": 1, "maximum": 4096,
+                                  "description": "At least this many (default 1)."},
+                    }, "Passes once enough device nodes match.", required=["glob"]),
+                    "kernelLog": obj({
+                        "pattern": string("An RE2 pattern; a matching kernel log line since the load fails the check."),
+                        "seconds": seconds("How long after the load to watch (default 10)."),
+                    }, "Fails on a matching kernel log line; passes after its window.", required=["pattern"]),
+                    "stable": obj({
+                        "path": string("A file under /sys or /proc (a refcount, an attribute)."),
+                        "seconds": seconds("How long its value must stay unchanged.", 1),
+                    }, "Passes once the value stayed unchanged this long.", required=["path", "seconds"]),
+                }, "One check: a name and exactly one of path, devices, kernelLog, stable.", required=["name"]),
+            },
+        }, "When a node counts as Ready for the Module (default: when its modules are loaded)."),
     }, "How the named Module's changes reach the fleet.", required=["moduleName"])
     root = obj({
         "apiVersion": string(),

@@ -302,6 +302,16 @@ int RunCommand(const std::vector<std::string>& args) {
     log.Warn("no kernel uevents: drift is seen at the periodic resync only",
              {{"error", std::string(monitor.status().message())}});
   }
+  std::unique_ptr<DeviceWatch> devices;
+  if (auto events = kernel::DeviceEvents::Open(); events.ok()) {
+    devices = std::make_unique<DeviceWatch>(io, std::move(*events),
+                                            [&reconciler] { reconciler.DevicesChanged(); });
+    devices->Arm();
+  } else {
+    log.Warn("no device uevents: readiness checks of devices list them every 250 ms instead",
+             {{"error", std::string(events.status().message())}});
+    reconciler.PollDevices();
+  }
   ImageGc gc(clock, kImageGcPeriod,
                      [&] { return PruneUnusedImages(reconciler, cache, state); }, log);
   gc.Start();

@@ -31,7 +31,7 @@ bool ModuleStatus::SameAs(const ModuleStatus& o) const {
          error_class == o.error_class && image == o.image && image_digest == o.image_digest &&
          version == o.version && kernel_modules == o.kernel_modules && firmware == o.firmware &&
          pull_bytes_done == o.pull_bytes_done && pull_bytes_total == o.pull_bytes_total &&
-         desired_version == o.desired_version && warnings == o.warnings;
+         desired_version == o.desired_version && warnings == o.warnings && checks == o.checks;
 }
 
 namespace {

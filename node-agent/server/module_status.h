@@ -20,6 +20,14 @@ enum class ErrorClass { kNone, kRetry, kWait, kTerminal };
 // pull the registry refused (Unauthenticated) is retried.
 ErrorClass ClassOf(const absl::Status& s);
 
+// One readiness check's state on the load in force (server/readiness.h).
+struct CheckResult {
+  std::string name;
+  std::string state;  // Waiting, Passed, Failed
+  std::string message;
+  bool operator==(const CheckResult&) const = default;
+};
+
 struct ModuleStatus {
   std::string key;  // namespace/name
   std::string namespace_;
@@ -39,6 +47,7 @@ struct ModuleStatus {
   std::string desired_version;
   // One sentence each: staged firmware shadowing the host's (see firmware/shadow.h).
   std::vector<std::string> warnings;
+  std::vector<CheckResult> checks;  // the readiness checks, in their order
 
   // Equality on what the reconciler decides, not on the timestamps AgentState stamps.
   bool SameAs(const ModuleStatus& o) const;

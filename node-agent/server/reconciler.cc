@@ -52,7 +52,7 @@ Reconciler::Reconciler(kernel::Kernel& kernel, reconcile::FirmwareStore* firmwar
                       cv_.notify_all();
                     }
                   }}),
-      planner_(options_.retry), random_(options_.seed) {
+      readiness_(state, log, clock), planner_(options_.retry), random_(options_.seed) {
   if (firmware_ != nullptr) {
     shadows_.emplace(*firmware_, kShadowRecheck);
   }
@@ -72,6 +72,7 @@ absl::Status Reconciler::Start() {
     last_pass_ = last_pass_start_ = clock_.MonotonicNow();
     triggered_ = true;
   }
+  readiness_.Start();
   worker_ = std::thread([this] { Worker(); });
   images_.Start();
   return absl::OkStatus();
@@ -87,6 +88,7 @@ void Reconciler::Stop() {
     worker_.join();
   }
   images_.Stop();
+  readiness_.Stop();
 }
 
 void Reconciler::Trigger() {
@@ -336,6 +338,12 @@ void Reconciler::Publish(const PassInputs& in, const std::vector<PreparedModule>
       ctx.images[m.prepared.key] = ImageFacts{r->error, r->digest};
     }
   }
+  std::map<std::string, ReadinessInput> checks;
+  for (const PreparedModule& m : modules) {
+    if (!m.input.spec.readiness.empty()) {
+      checks[m.prepared.key] = ReadinessInput{m.input.spec.readiness, m.prepared.fingerprint};
+    }
+  }
   std::vector<ModuleStatus> rows;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -343,7 +351,7 @@ void Reconciler::Publish(const PassInputs& in, const std::vector<PreparedModule>
     ctx.acting = acting_;
     rows = ProjectStatus(modules, ctx);
   }
-  state_.SetModules(std::move(rows));
+  readiness_.Publish(std::move(rows), checks);
 }
 
 void Reconciler::RefreshShadows() {

@@ -46,6 +46,7 @@
 #include "node-agent/server/image_resolver.h"
 #include "node-agent/server/metrics.h"
 #include "node-agent/server/pass_planner.h"
+#include "node-agent/server/readiness.h"
 #include "node-agent/server/shadow_checks.h"
 #include "node-agent/server/status_projector.h"
 
@@ -96,6 +97,10 @@ class Reconciler {
       const std::function<absl::StatusOr<std::vector<std::string>>(const std::set<std::string>&)>&
           prune);
 
+  // A device uevent (kernel::DeviceEvents): readiness checks of devices look again.
+  void DevicesChanged() { readiness_.DevicesChanged(); }
+  void PollDevices() { readiness_.PollDevices(); }
+
   // One pass has run for longer than wedged_after (for /healthz).
   bool Wedged() const;
   uint64_t passes() const;
@@ -124,6 +129,7 @@ class Reconciler {
   const Clock& clock_;
   ReconcilerOptions options_;
   ImageResolver images_;
+  Readiness readiness_;  // lays the readiness checks' verdicts over the rows it publishes
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -46,4 +46,23 @@ void UdevWatch::Drain() {
   }
 }
 
+DeviceWatch::DeviceWatch(boost::asio::io_context& io, kernel::DeviceEvents events,
+                         std::function<void()> changed)
+    : events_(std::move(events)), fd_(io, events_.fd()), changed_(std::move(changed)) {}
+
+DeviceWatch::~DeviceWatch() { (void)fd_.release(); }
+
+void DeviceWatch::Arm() {
+  fd_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                 [this](boost::system::error_code ec) {
+                   if (ec) {
+                     return;
+                   }
+                   if (events_.Drain()) {
+                     changed_();
+                   }
+                   Arm();
+                 });
+}
+
 }  // namespace kmodd::agent

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/log.h"
+#include "node-agent/kernel/devices.h"
 #include "node-agent/kernel/udev_monitor.h"
 #include "node-agent/server/agent_state.h"
 
@@ -61,6 +62,25 @@ class UdevWatch {
   std::function<void()> kick_;
   AgentState& state_;
   Logger& log_;
+};
+
+// Device uevents into readiness checks (server/readiness.h): on each burst of uevents of
+// devices with a node, `changed` (Reconciler::DevicesChanged) has device checks read udev's
+// list again. Runs on the daemon's Asio loop.
+class DeviceWatch {
+ public:
+  DeviceWatch(boost::asio::io_context& io, kernel::DeviceEvents events,
+              std::function<void()> changed);
+  ~DeviceWatch();
+  DeviceWatch(const DeviceWatch&) = delete;
+  DeviceWatch& operator=(const DeviceWatch&) = delete;
+
+  void Arm();
+
+ private:
+  kernel::DeviceEvents events_;
+  boost::asio::posix::stream_descriptor fd_;
+  std::function<void()> changed_;
 };
 
 }  // namespace kmodd::agent

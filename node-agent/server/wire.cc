@@ -58,6 +58,12 @@ v1::ModuleStatus ToProto(const ModuleStatus& s) {
   m.set_pull_bytes_done(s.pull_bytes_done);
   m.set_pull_bytes_total(s.pull_bytes_total);
   m.set_desired_version(s.desired_version);
+  for (const auto& c : s.checks) {
+    v1::CheckResult* r = m.add_checks();
+    r->set_name(c.name);
+    r->set_state(c.state);
+    r->set_message(c.message);
+  }
   return m;
 }
 

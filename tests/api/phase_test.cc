@@ -28,7 +28,7 @@ TEST_CASE("the phases an agent reports are every phase but Unknown, in lifecycle
   for (Phase p : kAgentPhases) {
     names += std::string(PhaseName(p)) + " ";
   }
-  CHECK(names == "Pending Pulling Loading Loaded Unloading Failed ");
+  CHECK(names == "Pending Pulling Loading Available Loaded Unloading Failed ");
 }
 
 TEST_CASE("a phase name parses only as spelled") {

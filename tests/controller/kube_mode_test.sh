@@ -123,6 +123,27 @@ cond() {  # MODULE TYPE FIELD: a field of one of the Module's status conditions
 }
 cond_is() { [[ $(cond "$1" "$2" status) == "$3" ]]; }
 
+step "the admission policy on the controller's writes: a cordon only with its mark, an uncordon only of a marked node"
+ctl() { kubectl --kubeconfig "$dir/controller.kubeconfig" "$@"; }
+ctl patch node sim-2 --type merge -p '{"spec":{"unschedulable":true}}' >/dev/null 2>"$dir/cordon.err" &&
+  fail "the controller's account cordoned a node without the kmodd.io/cordoned-for mark"
+grep -q "only marking it kmodd.io/cordoned-for" "$dir/cordon.err" || { cat "$dir/cordon.err"; fail "the unmarked cordon was refused for another reason"; }
+ctl patch node sim-2 --type merge \
+  -p '{"spec":{"unschedulable":true},"metadata":{"annotations":{"kmodd.io/cordoned-for":"kmm-demo/kmm-ci"}}}' >/dev/null ||
+  fail "the controller's account could not cordon a node with its mark (a drain)"
+ctl patch node sim-2 --type merge -p '{"metadata":{"annotations":{"someone":"else"}}}' >/dev/null 2>&1 &&
+  fail "the controller's account set another annotation on a node"
+ctl patch node sim-2 --type merge -p '{"spec":{"podCIDR":"10.9.0.0/24"}}' >/dev/null 2>&1 &&
+  fail "the controller's account changed another field of a node's spec"
+ctl patch node sim-2 --type merge \
+  -p '{"spec":{"unschedulable":null},"metadata":{"annotations":{"kmodd.io/cordoned-for":null}}}' >/dev/null ||
+  fail "the controller's account could not uncordon the node it marked"
+k cordon sim-2 >/dev/null
+ctl patch node sim-2 --type merge -p '{"spec":{"unschedulable":null}}' >/dev/null 2>&1 &&
+  fail "the controller's account uncordoned a node a person cordoned"
+k uncordon sim-2 >/dev/null
+echo "cordon with the mark allowed, without refused; another annotation or spec field refused; a person's cordon kept"
+
 step "controller and agents"
 start_controller ctl-a --status-file "$dir/ctl-a-status.yaml"
 eventually 20 grep -q '"sync server listening".*"port":[1-9]' "$dir/ctl-a.log" || fail "the restarted controller does not listen"

@@ -30,6 +30,16 @@ NodeModuleSpec Full() {
   s.config.modprobe.firmware_path = "/firmware";
   s.config.modprobe.args = ModprobeArgs{{"-v"}, {}};
   s.config.modprobe.modules_loading_order = std::vector<std::string>{"i915", "drm"};
+  kmodd::api::ReadinessCheck version;
+  version.name = "version";
+  version.path = "/sys/module/i915/version";
+  version.equals = "";
+  kmodd::api::ReadinessCheck probe;
+  probe.name = "probe";
+  probe.kind = kmodd::api::ReadinessCheck::Kind::kKernelLog;
+  probe.pattern = "i915.*failed";
+  probe.seconds = 5;
+  s.readiness = {version, probe};
   return s;
 }
 
@@ -88,6 +98,15 @@ TEST_CASE("a desired state the agent cannot act on is refused, naming module and
       {"in-tree removal not a module name",
        [](auto& m) { m.set_in_tree_modules_to_remove(0, "../i915.ko"); },
        "module gpu/i915: config.inTreeModulesToRemove[0]: \"../i915.ko\" is not a kernel module name"},
+      // The readiness checks: the agent applies the webhook's rules again.
+      {"check of an unknown kind", [](auto& m) { m.mutable_readiness(0)->set_kind("exec"); },
+       "module gpu/i915: readiness check \"version\": kind \"exec\" is not one of"},
+      {"check reading a process's files",
+       [](auto& m) { m.mutable_readiness(0)->set_path("/proc/1/root/etc/shadow"); },
+       "module gpu/i915: readiness[0].path.path: \"/proc/1/root/etc/shadow\" is a process's"},
+      {"check with a pattern RE2 refuses",
+       [](auto& m) { m.mutable_readiness(1)->set_pattern("(x"); },
+       "module gpu/i915: readiness[1].kernelLog.pattern: \"(x\" is not a valid RE2 pattern"},
       {"two problems at once",
        [](auto& m) {
          m.mutable_modprobe()->set_dir_name("../../etc");
@@ -131,7 +150,7 @@ TEST_CASE("every phase maps to one wire value and back") {
 
 TEST_CASE("every wire phase maps to a phase and back, under the name the wire spells") {
   const google::protobuf::EnumDescriptor* d = kmodd::v1::Phase_descriptor();
-  REQUIRE(d->value_count() == 7);
+  REQUIRE(d->value_count() == 8);
   for (int i = 0; i < d->value_count(); ++i) {
     const auto w = static_cast<kmodd::v1::Phase>(d->value(i)->number());
     INFO(d->value(i)->name());
@@ -151,6 +170,7 @@ TEST_CASE("the wire's phase numbers stay as released; an unknown one is Unknown"
   CHECK(kmodd::v1::LOADED == 4);
   CHECK(kmodd::v1::UNLOADING == 5);
   CHECK(kmodd::v1::FAILED == 6);
+  CHECK(kmodd::v1::AVAILABLE == 7);
   CHECK(FromProto(kmodd::v1::PHASE_UNSPECIFIED) == kmodd::api::Phase::kUnknown);
   CHECK(FromProto(static_cast<kmodd::v1::Phase>(42)) == kmodd::api::Phase::kUnknown);
 }

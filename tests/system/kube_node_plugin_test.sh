@@ -27,6 +27,11 @@
 #      the new controller sends the node nothing until the v2 plugin Pod is gone, then v1;
 #   3c. a plain image change of an unversioned Module (kmm_ci_a, its own plugin): the same
 #      order, from the controller's log;
+#   3d. drain (issue 15 item 4): a ModulePolicy drains Pods using kmodd.test/widget; a
+#      running Pod uses one and a PodDisruptionBudget protects it: the upgrade to v2 cordons
+#      the node (marked), the eviction is refused and the node keeps v1 while the budget
+#      stands; the budget deleted, the Pod is evicted, v2 loads, the node is uncordoned;
+#      then a node cordoned by a person: drained and moved back to v1, and left cordoned;
 #   Beside them, from before step 1 to after step 3, a DRA Module (an in-tree driver: no
 #   moduleLoader) whose driver is the test plugin standing in (it answers a gRPC liveness
 #   probe as KMM's, on a free port; it does not speak the DRA kubelet API): its DaemonSet's
@@ -412,6 +417,90 @@ eventually 120 bash -c "! kubectl get module -n kmm-demo kmm-ci-a" || fail "kmm-
 eventually 30 no_label kmm.node.kubernetes.io/kmm-demo.kmm-ci-a.ready || fail "kmm-ci-a: .ready stayed"
 note "3c. plain image change: plugin Pod gone < agent on the new image < Loaded < plugin Ready"
 
+# --- 3d. drain through the Eviction API, a PodDisruptionBudget honoured ----------------------------
+kubectl apply -f - >/dev/null <<YAML || fail "cannot create the ModulePolicy with a drain"
+apiVersion: kmodd.io/v1alpha1
+kind: ModulePolicy
+metadata: {name: kmm-ci, namespace: kmm-demo}
+spec:
+  moduleName: kmm-ci
+  drain:
+    resources: [kmodd.test/widget]
+    timeoutSeconds: 300
+YAML
+eventually 120 plugin_ready || fail "drain: no plugin Pod Ready before the drain"
+until [[ $(allocatable) == 3 ]]; do sleep 0.2; done
+kubectl create -f - >/dev/null <<YAML || fail "cannot create the Pod widget-user and its budget"
+apiVersion: v1
+kind: Pod
+metadata: {name: widget-user, namespace: kmm-demo, labels: {app: widget-user}}
+spec:
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: c
+    image: $KMODD_NODE_PAUSE_IMAGE
+    imagePullPolicy: Never
+    command: [/bin/busybox, sleep, "3600"]
+    resources: {limits: {kmodd.test/widget: "1"}}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: widget-user, namespace: kmm-demo}
+spec:
+  minAvailable: 1
+  selector: {matchLabels: {app: widget-user}}
+YAML
+eventually 120 bash -c "[[ \$(kubectl get pod -n kmm-demo widget-user -o jsonpath='{.status.phase}') == Running ]]" \
+  || fail "drain: the Pod widget-user never ran"
+eventually 60 bash -c "[[ \$(kubectl get pdb -n kmm-demo widget-user -o jsonpath='{.status.currentHealthy}/{.status.disruptionsAllowed}') == 1/0 ]]" \
+  || fail "drain: the budget never counted the Pod: $(kubectl get pdb -n kmm-demo widget-user -o jsonpath='{.status}')"
+cordoned() { [[ $(kubectl get node "$node" -o jsonpath='{.spec.unschedulable}') == true ]]; }
+cordon_mark() { kubectl get node "$node" -o json | jq -r '.metadata.annotations["kmodd.io/cordoned-for"] // "<none>"'; }
+t_drain=$(ms)
+module_apply v2 || fail "drain: cannot update the Module to v2"
+kubectl label node "$node" --overwrite kmm.node.kubernetes.io/version-module.kmm-demo.kmm-ci=v2 >/dev/null
+eventually 60 cordoned || fail "drain: the node was not cordoned"
+[[ $(cordon_mark) == kmm-demo/kmm-ci ]] || fail "drain: the cordon is not marked: $(cordon_mark)"
+eventually 60 bash -c "grep -q '\"drain: eviction refused' '$ctl_log'" || fail "drain: no refused eviction in the controller's log"
+sleep 5  # the budget stands: the node keeps v1 and the Pod runs
+[[ $(label "$pfx.version.ready") == v1 ]] || fail "drain: the node left v1 while the budget held its Pod"
+[[ $(kubectl get pod -n kmm-demo widget-user -o jsonpath='{.status.phase}') == Running ]] \
+  || fail "drain: widget-user did not keep running under its budget"
+t_pdb=$(ms)
+kubectl delete pdb -n kmm-demo widget-user >/dev/null || fail "drain: cannot delete the budget"
+eventually 120 bash -c "! kubectl get pod -n kmm-demo widget-user >/dev/null 2>&1" || fail "drain: widget-user was not evicted"
+eventually 240 bash -c "[[ \$(kubectl get node $node -o jsonpath='{.metadata.labels.kmm\.node\.kubernetes\.io/kmm-demo\.kmm-ci\.version\.ready}') == v2 ]]" \
+  || fail "drain: the node never reported v2 ready"
+eventually 60 bash -c "! [[ \$(kubectl get node $node -o jsonpath='{.spec.unschedulable}') == true ]]" || fail "drain: the node stayed cordoned"
+[[ $(cordon_mark) == "<none>" ]] || fail "drain: the cordon mark stayed: $(cordon_mark)"
+t_refused=$(log_ms "$on_node and e.get('msg', '').startswith('drain: eviction refused') and e.get('pod') == 'kmm-demo/widget-user'" "$t_drain")
+t_evicted=$(log_ms "$on_node and e.get('msg') == 'drain: Pod evicted' and e.get('pod') == 'kmm-demo/widget-user'" "$t_drain")
+t_drained=$(log_ms "$on_node and e.get('msg', '').startswith('rollout: node drained')" "$t_drain")
+t_v2=$(log_ms "$on_node and e.get('msg') == 'module phase' and e.get('version') == 'v2'" "$t_drain")
+t_uncordon=$(log_ms "$on_node and e.get('msg', '').startswith('drain: node uncordoned')" "$t_drain")
+note "drain timeline (ms after the upgrade): eviction refused $((t_refused - t_drain)), budget deleted $((t_pdb - t_drain)), evicted $((t_evicted - t_drain)), drained $((t_drained - t_drain)), agent on v2 $((t_v2 - t_drain)), uncordoned $((t_uncordon - t_drain))"
+[[ -n $t_refused && -n $t_evicted && -n $t_drained && -n $t_v2 && -n $t_uncordon ]] \
+  || fail "drain: a step is missing from the controller's log"
+((t_refused < t_pdb && t_pdb <= t_evicted && t_evicted < t_drained && t_drained < t_v2 && t_v2 < t_uncordon)) \
+  || fail "drain: the order is wrong"
+only_loaded v1 "$t_drain" "$t_drained" || fail "drain: the module changed on the node before it was drained"
+# A node a person cordoned: drained (nothing to evict now) and moved back to v1, left cordoned.
+kubectl cordon "$node" >/dev/null
+t_person=$(ms)
+module_apply v1 || fail "drain: cannot move the Module back to v1"
+kubectl label node "$node" --overwrite kmm.node.kubernetes.io/version-module.kmm-demo.kmm-ci=v1 >/dev/null
+eventually 240 bash -c "[[ \$(kubectl get node $node -o jsonpath='{.metadata.labels.kmm\.node\.kubernetes\.io/kmm-demo\.kmm-ci\.version\.ready}') == v1 ]]" \
+  || fail "drain: the cordoned node never reported v1 ready"
+[[ -n $(log_ms "$on_node and e.get('msg', '').startswith('drain: the node is cordoned already')" "$t_person") ]] \
+  || fail "drain: the controller did not see the person's cordon"
+sleep 3
+cordoned || fail "drain: kmodd uncordoned a node a person had cordoned"
+kubectl uncordon "$node" >/dev/null
+kubectl delete modulepolicy -n kmm-demo kmm-ci >/dev/null || fail "cannot delete the ModulePolicy"
+eventually 120 plugin_ready || fail "drain: the plugin Pod did not come back"
+note "3d. drain: cordoned (marked), eviction refused by the budget and v1 kept, budget deleted < evicted < drained < v2 < uncordoned; a person's cordon kept"
+
 # --- the DRA Module: live all along, then deleted ---------------------------------------------------
 eventually 60 dra_ready || fail "the DRA driver's Pod is not Ready: $(dra_pods | jq -c '[.items[].status]')"
 # Past the liveness probe's first checks (initial delay 30 s, every 10 s): never restarted.
@@ -459,9 +548,10 @@ vm_rc=$?
 [[ $vm_rc == 0 ]] || { show "$tmp/vm1.err"; fail "guest script exit $vm_rc"; }
 [[ -z $(sec "$tmp/vm1.out" done.modules) ]] || fail "kmm_ci_fw still loaded in the VM after the delete"
 # The VM's kernel log: loaded (v1), unloaded, loaded (v2), unloaded, loaded (v1 again, after
-# the restart), unloaded (the delete), in that order.
+# the restart), unloaded, loaded (v2, drained), unloaded, loaded (v1, the person's cordon),
+# unloaded (the delete), in that order.
 seq=$(grep -oE "kmm_ci_fw: (firmware kmm_ci_fw/fw.bin loaded|unloaded)" "$tmp/dmesg1" | sed -e 's/.*: //' -e 's/firmware.*/loaded/' | tr '\n' ',')
-[[ $seq == "loaded,unloaded,loaded,unloaded,loaded,unloaded," ]] \
+[[ $seq == "loaded,unloaded,loaded,unloaded,loaded,unloaded,loaded,unloaded,loaded,unloaded," ]] \
   || { show "$tmp/dmesg1"; fail "the VM's kernel log has $seq"; }
-note "the VM's kernel: v1 loaded, unloaded, v2 loaded, unloaded, v1 loaded, unloaded"
+note "the VM's kernel: v1, v2, v1 (restart), v2 (drained), v1 (cordoned), each loaded then unloaded"
 echo "PASS: $case_name"

@@ -9,6 +9,11 @@
 #   1. the Module is Loaded on the node (controller status, agentctl status, /proc/modules,
 #      the firmware the module asked for);
 #   2. change the Module's image: the node reloads it from the new image;
+#   2b. readiness (issue 15): a ModulePolicy with checks of every kind the node can pass
+#      (sysfs content, a value stable for a soak, a device node through udev, no kernel log
+#      line matching): Ready on v2; then v1 with a check of an attribute kmm_ci_fw never
+#      has (a parameter fw_mode): Failed with that reason, rolled back by itself to
+#      v2 (the entry it ran well, with the checks it passed), Loaded there again;
 #   3. delete the Module: it is unloaded and its firmware removed;
 #   4. stop the controller (kill -9): the node keeps its module;
 #   5. reboot the VM with neither controller nor registry running: the module is back,
@@ -59,9 +64,12 @@ note "images: v1 $digest_v1, v2 $digest_v2"
 mkdir -p "$tmp/guest/pki"
 cp "$tmp/pki/ca.pem" "$tmp/pki/node-kmodd-vm.pem" "$tmp/pki/node-kmodd-vm.key" "$tmp/guest/pki/"
 mkdir -p "$tmp/modules"
-module_file() {  # module_file TAG: write the demo Module pointing at image TAG
+module_file() {  # module_file TAG [POLICY_FILE]: write the demo Module pointing at image TAG
+  # (and a ModulePolicy, in the same file so that both change at once)
   sed -e "s|@REGISTRY@|10.0.2.2:$reg_port|" -e "s|@TAG@|$1|" "$root/examples/demo/kmm-ci.yaml" \
-    >"$tmp/kmm-ci.yaml.new" && mv "$tmp/kmm-ci.yaml.new" "$tmp/modules/kmm-ci.yaml"
+    >"$tmp/kmm-ci.yaml.new" || return 1
+  [[ -z ${2:-} ]] || { echo "---"; cat "$2"; } >>"$tmp/kmm-ci.yaml.new"
+  mv "$tmp/kmm-ci.yaml.new" "$tmp/modules/kmm-ci.yaml"
 }
 module_file v1
 ctl_port=$(free_port)
@@ -139,6 +147,18 @@ wait_step changed || exit 1
 section changed.status; agentctl status
 section changed.modules; grep "^kmm_ci_fw " /proc/modules
 ack changed
+wait_step checked || exit 1
+i=0
+until [ "$(agentctl status | grep -cE 'kmm-demo/kmm-ci +[a-z]+ +Passed')" -eq 4 ]; do
+  i=$((i + 1)); [ $i -lt 600 ] || break; usleep 100000
+done
+section checked.status; agentctl status
+ack checked
+wait_step rolledback || exit 1
+section rolledback.status; agentctl status
+section rolledback.modules; grep "^kmm_ci_fw " /proc/modules
+section rolledback.events; agentctl events --replay 2>&1 | grep -E "PhaseChanged.*kmm-demo/kmm-ci"
+ack rolledback
 wait_step deleted || exit 1
 wait_unloaded && echo unloaded
 section deleted.modules; grep "^kmm_ci_fw " /proc/modules
@@ -254,6 +274,55 @@ wait_status "Loaded $digest_v2" 120
 step changed
 wait_ack changed 60
 
+# --- step 2b: readiness checks, a failing one, rollback --------------------------------------
+cat >"$tmp/policy-good.yaml" <<'EOF'
+apiVersion: kmodd.io/v1alpha1
+kind: ModulePolicy
+metadata: {name: kmm-ci, namespace: kmm-demo}
+spec:
+  moduleName: kmm-ci
+  readiness:
+    checks:
+    - name: live
+      path: {path: /sys/module/kmm_ci_fw/initstate, equals: live}
+    - name: refcount
+      stable: {path: /sys/module/kmm_ci_fw/refcnt, seconds: 2}
+      timeoutSeconds: 20
+    - name: device
+      devices: {glob: "/dev/nul*"}
+    - name: probe
+      kernelLog: {pattern: "kmm_ci_fw.*(fail|error)", seconds: 2}
+EOF
+{ cat "$tmp/policy-good.yaml"; cat <<'EOF'
+    - name: fw-mode
+      path: {path: /sys/module/kmm_ci_fw/parameters/fw_mode}
+      timeoutSeconds: 3
+EOF
+} >"$tmp/policy-bad.yaml"
+rollout_field() {  # rollout_field FIELD: status.rollout.FIELD of the Module, as JSON
+  "$bin/kmodd-controller" status --status-file "$tmp/status.yaml" -o json 2>/dev/null | python3 -c '
+import json, sys
+for m in json.load(sys.stdin).get("modules", []):
+    if m.get("name") == "kmm-ci":
+        print(json.dumps(((m.get("status") or {}).get("rollout") or {}).get(sys.argv[1])))' "$1"
+}
+module_file v2 "$tmp/policy-good.yaml"
+# The checks reach the node without a reload; it is Ready once they pass (the stable one
+# takes 2 s, the kernel log's window 2 s): the guest says when agentctl shows all four.
+step checked
+wait_ack checked 120
+wait_status "Loaded $digest_v2" 120
+module_file v1 "$tmp/policy-bad.yaml"
+rolled_back() { [[ $(rollout_field rolledBack) == 1 ]]; }
+eventually 180 rolled_back || { show "$tmp/controller.log"; show "$tmp/status.yaml"; fail "the node was not rolled back after its check failed (rolledBack $(rollout_field rolledBack))"; }
+wait_status "Loaded $digest_v2" 120
+failed=$(rollout_field failedNodes)
+[[ $failed == *'readiness check \"fw-mode\" (path) failed: /sys/module/kmm_ci_fw/parameters/fw_mode does not exist after 3 s'* ]] \
+  || { show "$tmp/status.yaml"; fail "the rollout's failed node does not name the check and what was seen: $failed"; }
+note "2b. v1 failed its check ($failed); rolled back to v2 and Loaded"
+step rolledback
+wait_ack rolledback 60
+
 # --- step 3: the Module deleted ------------------------------------------------------------
 rm "$tmp/modules/kmm-ci.yaml"
 wait_status absent 120
@@ -295,6 +364,21 @@ grep -q "kmm_ci_fw: firmware kmm_ci_fw/fw.bin loaded" "$tmp/dmesg1" || { show "$
 # 2. Reloaded from v2.
 expect_sec "$out1" changed.modules "kmm_ci_fw "
 expect_sec "$out1" changed.status "${digest_v2:7:12}"  # agentctl shows 12 hex
+# 2b. Ready on v2 with its checks; rolled back: v2 in the kernel, its checks passed; the
+# failure seen by the agent.
+expect_sec "$out1" checked.status "Readiness checks:"
+expect_sec "$out1" checked.status "Loaded"
+sec "$out1" checked.status | grep -qE '/sys/module/kmm_ci_fw/initstate holds "live"' \
+  || { show "$out1"; fail "section checked.status: the live check does not say what it saw"; }
+expect_sec "$out1" rolledback.modules "kmm_ci_fw "
+expect_sec "$out1" rolledback.status "${digest_v2:7:12}"
+expect_sec "$out1" rolledback.status "Readiness checks:"
+for check in live refcount device probe; do
+  sec "$out1" rolledback.status | grep -qE "kmm-demo/kmm-ci +$check +Passed" \
+    || { show "$out1"; fail "section rolledback.status: check $check did not pass on v2"; }
+done
+expect_sec "$out1" rolledback.events "Available"
+expect_sec "$out1" rolledback.events 'readiness check "fw-mode" (path) failed: /sys/module/kmm_ci_fw/parameters/fw_mode does not exist after 3 s'
 # 3. Deleted: unloaded, firmware gone.
 grep -qx unloaded "$out1" || { show "$out1"; fail "kmm_ci_fw was not unloaded after the Module was deleted"; }
 expect_sec_empty "$out1" deleted.modules

@@ -149,6 +149,11 @@ TEST_CASE("events print time, kind, module and message, with pull progress in by
   phase.set_module("a/m");
   phase.set_phase(v1::LOADED);
   CHECK(EventLine(phase, absl::UTCTimeZone()).ends_with("a/m                          Loaded\n"));
+  phase.set_phase(v1::AVAILABLE);
+  phase.set_message("waiting for readiness check \"v\" (path): /sys/module/m/v does not exist");
+  CHECK(EventLine(phase, absl::UTCTimeZone())
+            .ends_with("a/m                          Available: waiting for readiness check \"v\" "
+                       "(path): /sys/module/m/v does not exist\n"));
 }
 
 TEST_CASE("plan lists actions and problems, or says there is nothing to do") {

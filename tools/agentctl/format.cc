@@ -189,7 +189,23 @@ std::string StatusTable(const v1::StatusResponse& s, int64_t now_ms, bool wide) 
       absl::StrAppend(&warnings, "  ", ModuleKey(m), ": ", w, "\n");
     }
   }
-  return warnings.empty() ? out : absl::StrCat(out, "\nWarnings:\n", warnings);
+  if (!warnings.empty()) {
+    absl::StrAppend(&out, "\nWarnings:\n", warnings);
+  }
+  // The readiness checks of each Module that has some (Available until all passed).
+  std::vector<Row> checks;
+  for (const auto& m : s.modules()) {
+    for (const auto& c : m.checks()) {
+      if (checks.empty()) {
+        checks.push_back({"MODULE", "CHECK", "STATE", "SEEN"});
+      }
+      checks.push_back({ModuleKey(m), c.name(), c.state(), c.message()});
+    }
+  }
+  if (!checks.empty()) {
+    absl::StrAppend(&out, "\nReadiness checks:\n", RenderTable(checks));
+  }
+  return out;
 }
 
 std::string EventsHeader() { return absl::StrFormat("%-12s %-16s %-28s %s\n", "TIME", "KIND", "MODULE", "MESSAGE"); }
@@ -201,8 +217,8 @@ std::string EventLine(const v1::Event& e, absl::TimeZone tz) {
   if (e.kind() == "PullProgress" || e.bytes_total() > 0 || e.bytes_done() > 0) {
     message = PullProgress(e.bytes_done(), e.bytes_total());
   }
-  if (e.kind() == "PhaseChanged" && message.empty()) {
-    message = PhaseName(e.phase());
+  if (e.kind() == "PhaseChanged") {
+    message = message.empty() ? PhaseName(e.phase()) : absl::StrCat(PhaseName(e.phase()), ": ", message);
   }
   std::string line = absl::StrFormat("%-12s %-16s %-28s %s", time, e.kind(),
                                      e.module().empty() ? "-" : e.module(), message);

@@ -227,3 +227,29 @@ TEST_CASE("hub: after a restart, the node waiting on one plugin Pod beside anoth
   CHECK(w1.Last().modules(0).container_image() == "r/a:2");
   CHECK(log.Text().find("plugin Pod gone: the node is sent its first desired state") != std::string::npos);
 }
+
+TEST_CASE("hub: new readiness checks alone reach a node under its plugin Pod - nothing drains") {
+  Harness h;
+  h.hub.ApplySource(Set(PluginModule("r/a:1")));
+  FakeStream w1;
+  REQUIRE(h.hub.Hello(&w1, Worker("w1")).ok());
+  REQUIRE(h.hub.Report(&w1, Loaded("r/a:1")).ok());
+  h.hub.SetAllPluginPods({{"w1", kPodOfA}});
+  kmodd::api::ModulePolicy p;
+  p.metadata.name = "a";
+  p.metadata.namespace_ = "demo";
+  p.module_name = "a";
+  kmodd::api::ReadinessCheck live;
+  live.name = "live";
+  live.path = "/sys/module/m/initstate";
+  live.equals = "live";
+  p.readiness = {live};
+  SourceUpdate u;
+  u.policies = std::map<std::string, kmodd::api::ModulePolicy>{{"demo/a", p}};
+  h.hub.ApplySource(u);
+  REQUIRE(w1.Last().modules_size() == 1);
+  CHECK(w1.Last().modules(0).container_image() == "r/a:1");
+  REQUIRE(w1.Last().modules(0).readiness_size() == 1);
+  CHECK(w1.Last().modules(0).readiness(0).path() == "/sys/module/m/initstate");
+  CHECK(h.hub.Draining("w1").empty());
+}

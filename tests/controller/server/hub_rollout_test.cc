@@ -114,6 +114,79 @@ TEST_CASE("hub rollout: maxParallel 1 - the others keep their entry - a failed n
   CHECK(ImageSent(a) == "r/drv:1");
 }
 
+TEST_CASE("hub rollout: the policy's readiness checks go with every entry - Available is not Ready - a failed check rolls back") {
+  HubHarness h;
+  FakeStream a;
+  FakeStream b;
+  api::ModulePolicy p = Policy(1);
+  api::ReadinessCheck version;
+  version.name = "version";
+  version.path = "/sys/module/drv/version";
+  p.readiness = {version};
+  h.hub.ApplySource(Update("r/drv:1", p));
+  REQUIRE(h.hub.Hello(&a, Worker("a")).ok());
+  REQUIRE(h.hub.Hello(&b, Worker("b")).ok());
+  REQUIRE(h.hub.Report(&b, v1::NodeReport()).ok());
+  auto checks_sent = [](const FakeStream& s) {
+    for (const auto& m : s.Last().modules()) {
+      if (m.name() == "drv") {
+        return m.readiness_size() == 1 ? m.readiness(0).path() : std::string("(wrong count)");
+      }
+    }
+    return std::string("(no drv)");
+  };
+  CHECK(checks_sent(a) == "/sys/module/drv/version");
+  // Loaded with its checks running: Available, not Ready; b waits its turn.
+  REQUIRE(h.hub.Report(&a, Reported(a, v1::AVAILABLE, "r/drv:1")).ok());
+  CHECK(ImageSent(b).empty());
+  CHECK(h.hub.Rollouts().at("demo/drv").updating == 1);
+  REQUIRE(h.hub.Report(&a, Reported(a, v1::LOADED, "r/drv:1")).ok());
+  CHECK(ImageSent(b) == "r/drv:1");
+  CHECK(checks_sent(b) == "/sys/module/drv/version");
+  REQUIRE(h.hub.Report(&b, Reported(b, v1::LOADED, "r/drv:1")).ok());
+  CHECK(h.hub.Rollouts().at("demo/drv").phase == "Complete");
+
+  // Only the checks change: every node is sent them, and the revision stays.
+  const std::string revision = h.hub.Rollouts().at("demo/drv").revision;
+  p.readiness[0].path = "/sys/module/drv/initstate";
+  source::SourceUpdate u;
+  u.policies = std::map<std::string, api::ModulePolicy>{{"demo/drv", p}};
+  h.hub.ApplySource(u);
+  CHECK(checks_sent(a) == "/sys/module/drv/initstate");
+  CHECK(checks_sent(b) == "/sys/module/drv/initstate");
+  CHECK(h.hub.Rollouts().at("demo/drv").revision == revision);
+
+  // A new image whose check fails on a: a goes back to r/drv:1, the message kept.
+  REQUIRE(h.hub.Report(&a, Reported(a, v1::LOADED, "r/drv:1")).ok());
+  REQUIRE(h.hub.Report(&b, Reported(b, v1::LOADED, "r/drv:1")).ok());
+  h.hub.ApplySource(Update("r/drv:2", std::nullopt));
+  CHECK(ImageSent(a) == "r/drv:2");
+  v1::NodeReport failed = Reported(a, v1::FAILED, "r/drv:2");
+  failed.mutable_modules(0)->set_message(
+      "readiness check \"version\" (path) failed: /sys/module/drv/initstate does not exist after 60 s");
+  REQUIRE(h.hub.Report(&a, failed).ok());
+  CHECK(ImageSent(a) == "r/drv:1");
+  const server::RolloutState st = h.hub.Rollouts().at("demo/drv");
+  REQUIRE(st.failed_nodes.size() == 1);
+  CHECK_THAT(st.failed_nodes[0], Catch::Contains("readiness check \"version\""));
+
+  // A new image and new checks in one change: the node is sent both.
+  REQUIRE(h.hub.Report(&a, Reported(a, v1::LOADED, "r/drv:1")).ok());
+  api::ReadinessCheck live = version;
+  live.name = "live";
+  live.path = "/sys/module/drv/initstate";
+  p.readiness = {live, version};
+  source::SourceUpdate both = Update("r/drv:3", p);
+  h.hub.ApplySource(both);
+  const FakeStream* started = ImageSent(a) == "r/drv:3" ? &a : &b;
+  REQUIRE(ImageSent(*started) == "r/drv:3");
+  int n = -1;
+  for (const auto& m : started->Last().modules()) {
+    n = m.readiness_size();
+  }
+  CHECK(n == 2);
+}
+
 TEST_CASE("hub rollout: undo sends every started node back - the waiting ones keep theirs") {
   HubHarness h;
   FakeStream a;
@@ -144,6 +217,57 @@ TEST_CASE("hub rollout: a Module without a policy reaches every node at once") {
   CHECK(ImageSent(a) == "r/drv:1");
   CHECK(ImageSent(b) == "r/drv:1");
   CHECK(h.hub.Rollouts().empty());
+}
+
+}  // namespace
+}  // namespace kmodd::testing
+
+namespace kmodd::testing {
+namespace {
+
+TEST_CASE("hub rollout: drain - the node keeps its driver until drained - released once Ready - a timed-out drain fails it") {
+  std::vector<server::DrainRequest> drains;
+  std::vector<std::string> released;
+  server::HubOptions o{"run", std::chrono::minutes(10)};
+  o.drain = [&](const server::DrainRequest& r) { drains.push_back(r); };
+  o.undrain = [&](const std::string& node, const std::string& module) {
+    released.push_back(node + " " + module);
+  };
+  HubHarness h(o);
+  FakeStream a;
+  api::ModulePolicy p = Policy(1);
+  p.drain = api::DrainSpec{};
+  p.drain->resources = {"kmodd.test/widget"};
+  h.hub.ApplySource(Update("r/drv:1", p));
+  REQUIRE(h.hub.Hello(&a, Worker("a")).ok());
+  CHECK(ImageSent(a) == "r/drv:1");
+  CHECK(drains.empty());  // nothing to replace: no drain for a first load
+  REQUIRE(h.hub.Report(&a, Reported(a, v1::LOADED, "r/drv:1")).ok());
+
+  h.hub.ApplySource(Update("r/drv:2", std::nullopt));
+  REQUIRE(drains.size() == 1);
+  CHECK(drains[0].node == "a");
+  CHECK(drains[0].module == "demo/drv");
+  CHECK(drains[0].spec.resources == std::vector<std::string>{"kmodd.test/widget"});
+  CHECK(ImageSent(a) == "r/drv:1");  // kept while its device users leave
+  h.hub.DrainDone("a", "demo/drv", "another target", true, "");  // a stale answer: ignored
+  CHECK(ImageSent(a) == "r/drv:1");
+  h.hub.DrainDone("a", "demo/drv", drains[0].target, true, "");
+  CHECK(ImageSent(a) == "r/drv:2");
+  CHECK(released.empty());
+  REQUIRE(h.hub.Report(&a, Reported(a, v1::LOADED, "r/drv:2")).ok());
+  CHECK(released == std::vector<std::string>{"a demo/drv"});
+  CHECK(drains.size() == 1);
+
+  // r/drv:3: the drain times out (onTimeout Fail): the node keeps r/drv:2 and is Failed.
+  h.hub.ApplySource(Update("r/drv:3", std::nullopt));
+  REQUIRE(drains.size() == 2);
+  h.hub.DrainDone("a", "demo/drv", drains[1].target, false,
+                  "drain timed out after 300 s: 1 Pod(s) still on the node: jobs/user");
+  CHECK(ImageSent(a) == "r/drv:2");
+  const server::RolloutState st = h.hub.Rollouts().at("demo/drv");
+  REQUIRE(st.failed_nodes.size() == 1);
+  CHECK(st.failed_nodes[0] == "a: drain timed out after 300 s: 1 Pod(s) still on the node: jobs/user");
 }
 
 }  // namespace
