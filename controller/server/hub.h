@@ -230,6 +230,7 @@ class Hub {
   // One node's part in the rollouts of one Module (by Module key in Entry::rollout).
   struct NodeRollout {
     uint64_t seq = 0;  // the push that first carried the entry the node is sent now
+    uint64_t checks_seq = 0;  // the push that first carried its readiness checks as sent now
     std::optional<v1::ModuleSpec> good;    // the last entry it reported Loaded on
     std::optional<v1::ModuleSpec> before;  // `good` when the entry sent now was first sent
     std::string failed_revision;           // it failed on this revision of the Module

@@ -45,6 +45,18 @@ bool Same(const v1::ModuleSpec* a, const v1::ModuleSpec* b) {
   return SameDriverEntry(*a, *b);
 }
 
+bool SameChecks(const v1::ModuleSpec& a, const v1::ModuleSpec& b) {
+  if (a.readiness_size() != b.readiness_size()) {
+    return false;
+  }
+  for (int i = 0; i < a.readiness_size(); ++i) {
+    if (!google::protobuf::util::MessageDifferencer::Equals(a.readiness(i), b.readiness(i))) {
+      return false;
+    }
+  }
+  return true;
+}
+
 const ReportedModule* Reported(const std::vector<ReportedModule>& reported,
                                const std::string& key) {
   auto rm = std::lower_bound(reported.begin(), reported.end(), key,
@@ -172,7 +184,12 @@ std::optional<rollout::Progress> Hub::ProgressLocked(const std::string& name, En
     // Sent before the policy came: the last desired state carried it (as did earlier ones).
     nr.seq = SeqOf(e.desired->version());
   }
-  const bool current = rm != nullptr && nr.seq > 0 && SeqOf(rm->desired_version) >= nr.seq;
+  // A report counts once it answers the push that carried the entry sent now with its
+  // checks: one answering earlier checks says nothing of these (it came in after they were
+  // sent, before the agent had them), and taking it would make the entry with checks never
+  // run the one a failed node goes back to.
+  const bool current = rm != nullptr && nr.seq > 0 &&
+                       SeqOf(rm->desired_version) >= std::max(nr.seq, nr.checks_seq);
   if (sent != nullptr && current && rm->phase == api::Phase::kLoaded) {
     nr.good = *sent;  // what it runs well, whether or not the revision's
   }
@@ -454,6 +471,9 @@ void Hub::ApplyRolloutsLocked(const std::string& name, Entry& e, const v1::NodeD
                      {"error", nr.drain_message}});
         }
       }
+    }
+    if (want && last != nullptr && !SameChecks(*want, *last)) {
+      nr.checks_seq = seq;  // the same driver entry, other checks: reports before this are stale
     }
     if (!Same(want ? &*want : nullptr, last)) {
       nr.seq = seq;

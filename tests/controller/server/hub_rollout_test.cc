@@ -187,6 +187,59 @@ TEST_CASE("hub rollout: the policy's readiness checks go with every entry - Avai
   CHECK(n == 2);
 }
 
+// CI: the checks changed while the node was kept at its entry, and a report answering the
+// earlier push (the checks it passed) came in before the agent had the new ones. The node
+// then failed on a new image: it must go back with the checks it passed, not with checks it
+// never ran (which failed it again, and it never counted as rolled back).
+TEST_CASE("hub rollout: a report answering the earlier checks does not make the new checks the ones a failed node goes back to") {
+  HubHarness h;
+  FakeStream a;
+  FakeStream b;
+  api::ModulePolicy p = Policy(1);
+  api::ReadinessCheck live;
+  live.name = "live";
+  live.path = "/sys/module/drv/initstate";
+  p.readiness = {live};
+  h.hub.ApplySource(Update("r/drv:1", p));
+  REQUIRE(h.hub.Hello(&a, Worker("a")).ok());
+  REQUIRE(h.hub.Hello(&b, Worker("b")).ok());
+  REQUIRE(h.hub.Report(&b, v1::NodeReport()).ok());
+  REQUIRE(h.hub.Report(&a, Reported(a, v1::LOADED, "r/drv:1")).ok());
+  REQUIRE(h.hub.Report(&b, Reported(b, v1::LOADED, "r/drv:1")).ok());
+  REQUIRE(h.hub.Rollouts().at("demo/drv").phase == "Complete");
+  auto check_names = [](const FakeStream& s) {
+    std::string names;
+    for (const auto& m : s.Last().modules()) {
+      for (const auto& c : m.readiness()) {
+        names += c.name() + ";";
+      }
+    }
+    return names;
+  };
+  CHECK(check_names(a) == "live;");
+
+  // A check added: a is sent it; its report answering the earlier push comes in after.
+  const v1::NodeReport stale = Reported(a, v1::LOADED, "r/drv:1");
+  api::ReadinessCheck mode = live;
+  mode.name = "mode";
+  mode.path = "/sys/module/drv/parameters/mode";
+  p.readiness = {live, mode};
+  source::SourceUpdate checks;
+  checks.policies = std::map<std::string, api::ModulePolicy>{{"demo/drv", p}};
+  h.hub.ApplySource(checks);
+  REQUIRE(check_names(a) == "live;mode;");
+  REQUIRE(h.hub.Report(&a, stale).ok());
+
+  // A new image, on which a fails: it goes back to r/drv:1 with the check it passed.
+  h.hub.ApplySource(Update("r/drv:2", std::nullopt));
+  REQUIRE(ImageSent(a) == "r/drv:2");
+  REQUIRE(h.hub.Report(&a, Reported(a, v1::FAILED, "r/drv:2")).ok());
+  CHECK(ImageSent(a) == "r/drv:1");
+  CHECK(check_names(a) == "live;");
+  REQUIRE(h.hub.Report(&a, Reported(a, v1::LOADED, "r/drv:1")).ok());
+  CHECK(h.hub.Rollouts().at("demo/drv").rolled_back == 1);
+}
+
 TEST_CASE("hub rollout: undo sends every started node back - the waiting ones keep theirs") {
   HubHarness h;
   FakeStream a;
