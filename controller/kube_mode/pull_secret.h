@@ -4,7 +4,7 @@
 // hands it to any node: a Secret of type kubernetes.io/dockerconfigjson whose
 // .dockerconfigjson is base64 of one JSON object {"auths": {"<registry>": {...}}} with string
 // auth (base64 of user:password), username and password fields. The agent reads the same
-// shape with the same strict parser (node-agent/image/pull_secret.cc) and refuses the whole
+// shape with the same strict parser (common/oci/pull_secret.cc) and refuses the whole
 // file for one bad entry, as Go's encoding/json does for the kubelet and containerd: a
 // Secret refused here would only fail every pull on every node, so it is reported on the
 // Module and never sent.
@@ -24,7 +24,7 @@ inline constexpr char kDockerConfigJsonType[] = "kubernetes.io/dockerconfigjson"
 // A .dockerconfigjson of a few registries takes a few KiB (a cloud identity token is about
 // 3 KiB); every node running the Module is sent it in each desired state.
 inline constexpr size_t kMaxDockerConfigBytes = 256 << 10;
-// The agent's bounds for registry and pull-secret JSON (node-agent/image/json_fields.h).
+// The agent's bounds for registry and pull-secret JSON (common/oci/json_fields.h).
 inline constexpr JsonLimits kDockerConfigLimits{32, 10000, 200000};
 
 // The decoded .dockerconfigjson of `secret` (a Secret object as the API returns it).

@@ -14,7 +14,7 @@
 #include "common/value.h"
 #include "node-agent/cli/commands.h"
 #include "node-agent/cli/image_flags.h"
-#include "node-agent/image/pull_secret.h"
+#include "common/oci/pull_secret.h"
 
 namespace kmodd::agent {
 

@@ -9,10 +9,10 @@
 #include "common/file.h"
 #include "common/json.h"
 #include "common/value.h"
-#include "node-agent/image/decompressor.h"
-#include "node-agent/image/json_fields.h"
+#include "common/oci/decompressor.h"
+#include "common/oci/json_fields.h"
 #include "node-agent/image/layer_applier.h"
-#include "node-agent/image/sha256.h"
+#include "common/oci/sha256.h"
 
 namespace kmodd::image {
 

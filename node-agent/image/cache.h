@@ -24,7 +24,7 @@
 #include "absl/status/statusor.h"
 #include "common/http/client.h"
 #include "node-agent/image/layer_limits.h"
-#include "node-agent/image/registry_client.h"
+#include "common/oci/registry_client.h"
 
 namespace kmodd::image {
 

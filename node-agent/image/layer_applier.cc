@@ -15,7 +15,7 @@
 #include "common/file.h"
 #include "node-agent/image/layer_path.h"
 #include "node-agent/image/layer_writer.h"
-#include "node-agent/image/tar_reader.h"
+#include "common/oci/tar_reader.h"
 
 namespace kmodd::image {
 namespace {

@@ -28,7 +28,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "node-agent/image/decompressor.h"
+#include "common/oci/decompressor.h"
 #include "node-agent/image/layer_limits.h"
 
 namespace kmodd::image {

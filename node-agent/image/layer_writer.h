@@ -31,7 +31,7 @@
 #include "common/beneath.h"
 #include "node-agent/image/layer_limits.h"
 #include "node-agent/image/layer_path.h"
-#include "node-agent/image/tar_reader.h"
+#include "common/oci/tar_reader.h"
 
 namespace kmodd::image {
 

@@ -1,8 +1,8 @@
 #include "node-agent/reconcile/oci_image_store.h"
 
 #include "absl/strings/str_cat.h"
-#include "node-agent/image/pull_secret.h"
-#include "node-agent/image/reference.h"
+#include "common/oci/pull_secret.h"
+#include "common/oci/reference.h"
 
 namespace kmodd::reconcile {
 

@@ -9,7 +9,7 @@
 #include "node-agent/image/layer_applier.h"
 #include "node-agent/image/layer_path.h"
 #include "tests/node-agent/image/applier_rig.h"
-#include "tests/node-agent/image/tar_builder.h"
+#include "tests/common/oci/tar_builder.h"
 #include "tests/temp_dir.h"
 
 using kmodd::image::Compression;

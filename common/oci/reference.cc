@@ -1,4 +1,4 @@
-#include "node-agent/image/reference.h"
+#include "common/oci/reference.h"
 
 #include <cctype>
 

@@ -1,4 +1,4 @@
-#include "node-agent/image/decompressor.h"
+#include "common/oci/decompressor.h"
 
 #include <algorithm>
 #include <array>

@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "node-agent/image/registry_client.h"
-#include "node-agent/image/sha256.h"
+#include "common/oci/registry_client.h"
+#include "common/oci/sha256.h"
 
 using kmodd::image::ParseManifest;
 using kmodd::image::Platform;

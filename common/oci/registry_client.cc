@@ -1,4 +1,4 @@
-#include "node-agent/image/registry_client.h"
+#include "common/oci/registry_client.h"
 
 #include <random>
 #include <thread>
@@ -8,9 +8,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/http/status.h"
 #include "common/http/url.h"
-#include "node-agent/image/sha256.h"
+#include "common/oci/sha256.h"
 
 namespace kmodd::image {
 
@@ -158,11 +159,17 @@ absl::Status RegistryClient::Authorize(const ImageRef& ref, const http::Response
     }
     if (absl::AsciiStrToLower(scheme) == "bearer" && params.count("realm") != 0) {
       std::string url = params["realm"];
-      const std::string scope = params.count("scope") != 0
-                                    ? params["scope"]
-                                    : absl::StrCat("repository:", ref.repository, ":pull");
-      absl::StrAppend(&url, url.find('?') == std::string::npos ? "?" : "&", "scope=",
-                      QueryEscape(scope));
+      // A challenge names several scopes space-separated (a cross-repository mount wants
+      // pull on the source too); the token service takes each as its own scope parameter.
+      std::vector<std::string> scopes = absl::StrSplit(params["scope"], ' ', absl::SkipEmpty());
+      if (scopes.empty()) {
+        scopes.push_back(absl::StrCat("repository:", ref.repository, ":pull"));
+      }
+      char sep = url.find('?') == std::string::npos ? '?' : '&';
+      for (const std::string& one : scopes) {
+        absl::StrAppend(&url, std::string(1, sep), "scope=", QueryEscape(one));
+        sep = '&';
+      }
       if (params.count("service") != 0) {
         absl::StrAppend(&url, "&service=", QueryEscape(params["service"]));
       }

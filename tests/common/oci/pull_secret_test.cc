@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "node-agent/image/pull_secret.h"
+#include "common/oci/pull_secret.h"
 
 using kmodd::image::Credentials;
 using kmodd::image::CredentialsFor;

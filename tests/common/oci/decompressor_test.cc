@@ -2,8 +2,8 @@
 
 #include <string>
 
-#include "node-agent/image/decompressor.h"
-#include "tests/node-agent/image/tar_builder.h"
+#include "common/oci/decompressor.h"
+#include "tests/common/oci/tar_builder.h"
 
 using kmodd::image::Compression;
 using kmodd::image::Decompressor;

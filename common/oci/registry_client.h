@@ -1,8 +1,9 @@
 #pragma once
 
 // An OCI Distribution client: resolves a reference to an image manifest (content
-// negotiation over OCI and Docker manifests and indexes, picking the node's platform), and
-// streams blobs with their digest and size verified as they arrive. Auth: anonymous, basic,
+// negotiation over OCI and Docker manifests and indexes, picking the node's platform),
+// streams blobs with their digest and size verified as they arrive, and pushes (blob
+// upload, monolithic or chunked, cross-repository mount, manifest put). Auth: anonymous, basic,
 // and the bearer-token challenge flow. Retries with capped, jittered backoff; an
 // interrupted blob resumes with a Range request.
 
@@ -12,12 +13,13 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/http/client.h"
-#include "node-agent/image/pull_secret.h"
-#include "node-agent/image/reference.h"
+#include "common/oci/pull_secret.h"
+#include "common/oci/reference.h"
 
 namespace kmodd::image {
 
@@ -99,6 +101,34 @@ class RegistryClient {
   // Bytes of blob data received over the network by this client (for tests and figures).
   int64_t blob_bytes_received() const { return blob_bytes_; }
 
+  // --- push (registry_push.cc): the Distribution spec's blob upload and manifest put ---
+
+  // How PushBlob put the blob in the repository.
+  enum class BlobPush { kPresent, kMounted, kUploaded };
+  struct PushBlobOptions {
+    // Upload in PATCH chunks of at most this many bytes, then a closing PUT; 0: the whole
+    // blob in the closing PUT (monolithic).
+    size_t chunk_bytes = 0;
+    // A repository of the same registry that has the blob: asked to mount it from there
+    // first (no bytes sent when the registry does). Empty: no mount.
+    std::string mount_from;
+  };
+  // Makes `data` blob `digest` of ref's repository: nothing sent when the repository has it
+  // already. `digest` must be the data's (checked before anything is sent), and the
+  // registry's answer must name it. A chunk the registry did not take (a cut connection, a
+  // 416) resumes from the offset the upload session reports.
+  [[nodiscard]] absl::StatusOr<BlobPush> PushBlob(const ImageRef& ref, std::string_view data,
+                                                  const std::string& digest,
+                                                  const PushBlobOptions& options);
+  // Puts `body` (of `media_type`) as ref's tag, or as its digest when it has one (which must
+  // then be the body's); every blob it names must be pushed first. Returns the manifest's
+  // digest, checked against the registry's Docker-Content-Digest.
+  [[nodiscard]] absl::StatusOr<std::string> PushManifest(const ImageRef& ref,
+                                                         const std::string& media_type,
+                                                         const std::string& body);
+  // Bytes of blob data sent by this client (for tests and figures).
+  int64_t blob_bytes_sent() const { return blob_bytes_sent_; }
+
  private:
   std::string Url(const ImageRef& ref, const std::string& path) const;
   // Sends with auth (answering a 401 challenge once), retrying retryable failures.
@@ -113,11 +143,20 @@ class RegistryClient {
   absl::Status Refused(const ImageRef& ref, const http::Response& resp) const;
   absl::StatusOr<std::pair<std::string, std::string>> GetManifest(const ImageRef& ref,
                                                                   const std::string& reference);
+  // Push helpers (registry_push.cc): an upload session's next URL from its Location, which
+  // must stay on the registry's host (the credentials go with it); the offset the registry
+  // holds for a session.
+  absl::StatusOr<std::string> UploadLocation(const ImageRef& ref, const http::Response& resp,
+                                             const std::string& base) const;
+  absl::StatusOr<int64_t> UploadOffset(const ImageRef& ref, const std::string& location);
+  // A push request refused or failed: the status, naming what was pushed and where.
+  absl::Status PushFailed(const ImageRef& ref, const std::string& what, const http::Response& resp) const;
 
   http::HttpClient& http_;
   RegistryOptions options_;
   std::map<std::string, std::string> authorization_;  // registry/repository -> header value
   int64_t blob_bytes_ = 0;
+  int64_t blob_bytes_sent_ = 0;
 };
 
 }  // namespace kmodd::image

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace kmodd::image {
 
@@ -19,7 +20,7 @@ class Sha256 {
   // "sha256:<64 hex>"; the object is spent afterwards.
   std::string Digest();
 
-  static std::string Of(const std::string& data);
+  static std::string Of(std::string_view data);
 
  private:
   struct Ctx;

@@ -1,4 +1,4 @@
-#include "node-agent/image/json_fields.h"
+#include "common/oci/json_fields.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"

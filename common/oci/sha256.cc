@@ -1,4 +1,4 @@
-#include "node-agent/image/sha256.h"
+#include "common/oci/sha256.h"
 
 #include <openssl/evp.h>
 
@@ -27,7 +27,7 @@ std::string Sha256::Digest() {
   return s;
 }
 
-std::string Sha256::Of(const std::string& data) {
+std::string Sha256::Of(std::string_view data) {
   Sha256 h;
   h.Update(data.data(), data.size());
   return h.Digest();

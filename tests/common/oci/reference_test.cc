@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "node-agent/image/reference.h"
+#include "common/oci/reference.h"
 
 using kmodd::image::ParseImageRef;
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "node-agent/image/decompressor.h"
+#include "common/oci/decompressor.h"
 
 namespace kmodd::image {
 namespace {

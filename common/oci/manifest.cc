@@ -6,8 +6,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "node-agent/image/json_fields.h"
-#include "node-agent/image/registry_client.h"
+#include "common/oci/json_fields.h"
+#include "common/oci/registry_client.h"
 
 namespace kmodd::image {
 

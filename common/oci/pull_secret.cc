@@ -1,9 +1,9 @@
-#include "node-agent/image/pull_secret.h"
+#include "common/oci/pull_secret.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "node-agent/image/json_fields.h"
+#include "common/oci/json_fields.h"
 
 namespace kmodd::image {
 

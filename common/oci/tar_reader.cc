@@ -1,4 +1,4 @@
-#include "node-agent/image/tar_reader.h"
+#include "common/oci/tar_reader.h"
 
 #include <algorithm>
 #include <cstring>

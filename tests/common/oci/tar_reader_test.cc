@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "node-agent/image/tar_reader.h"
-#include "tests/node-agent/image/tar_builder.h"
+#include "common/oci/tar_reader.h"
+#include "tests/common/oci/tar_builder.h"
 
 using kmodd::image::TarEntry;
 using kmodd::image::TarReader;

@@ -4,9 +4,9 @@
 #include <string>
 
 #include "common/http/beast_client.h"
-#include "node-agent/image/reference.h"
-#include "node-agent/image/registry_client.h"
-#include "node-agent/image/sha256.h"
+#include "common/oci/reference.h"
+#include "common/oci/registry_client.h"
+#include "common/oci/sha256.h"
 #include "tests/common/http/test_server.h"
 
 using kmodd::http::BeastHttpClient;

@@ -8,9 +8,9 @@
 
 #include "absl/strings/escaping.h"
 #include "common/http/beast_client.h"
-#include "node-agent/image/reference.h"
+#include "common/oci/reference.h"
 #include "node-agent/kernel/errors.h"
-#include "node-agent/image/registry_client.h"
+#include "common/oci/registry_client.h"
 #include "node-agent/server/module_status.h"
 #include "tests/common/http/test_pki.h"
 #include "tests/common/http/test_server.h"
