@@ -13,6 +13,7 @@ int ValidateCommand(const std::vector<std::string>& args, std::ostream& out, std
 int PlanCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int RunCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int StatusCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int PreflightCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int RolloutCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace kmodd::cli

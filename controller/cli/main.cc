@@ -23,6 +23,7 @@ constexpr Command kCommands[] = {
     {"plan", kmodd::cli::PlanCommand, "print the modules every node should run (NodeModulesConfig)"},
     {"run", kmodd::cli::RunCommand, "serve agents: Modules from a watched directory (standalone)"},
     {"status", kmodd::cli::StatusCommand, "show Module status as the running controller wrote it"},
+    {"preflight", kmodd::cli::PreflightCommand, "check that every Module has a working driver for a kernel"},
     {"rollout", kmodd::cli::RolloutCommand, "a Module's rollout: status, pause, resume, undo"},
 };
 
