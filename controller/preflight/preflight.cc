@@ -8,7 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/http/beast_client.h"
+#include "common/oci/registry_http.h"
 #include "common/oci/decompressor.h"
 #include "common/oci/pull_secret.h"
 #include "common/oci/reference.h"
@@ -118,6 +118,7 @@ ContentVerdict CheckContent(const Expectations& want, const ImageTree& tree) {
     return v;
   }
   std::vector<std::string> names;
+  names.reserve(modules.size());
   for (const auto& [name, path] : modules) {
     names.push_back(name);
   }
@@ -176,7 +177,23 @@ ContentVerdict CheckContent(const Expectations& want, const ImageTree& tree) {
 TreeBuilder::TreeBuilder(std::string keep_prefix, uint64_t max_module_bytes)
     : keep_prefix_(std::move(keep_prefix)), max_module_bytes_(max_module_bytes) {}
 
-void TreeBuilder::StartLayer() { this_layer_.clear(); }
+void TreeBuilder::StartLayer(LayerRecord* record) {
+  this_layer_.clear();
+  record_ = record;
+}
+
+void TreeBuilder::Replay(const LayerRecord& record) {
+  StartLayer(nullptr);
+  replaying_ = true;
+  for (const LayerEvent& ev : record) {
+    (void)OnEntry(ev.entry);  // never fails
+    reading_ = false;
+    if (ev.modinfo && !current_.empty()) {
+      tree_[current_].modinfo = ev.modinfo;
+    }
+  }
+  replaying_ = false;
+}
 
 void TreeBuilder::Remove(const std::string& path, bool children_only) {
   if (!children_only) {
@@ -190,6 +207,9 @@ void TreeBuilder::Remove(const std::string& path, bool children_only) {
 
 absl::Status TreeBuilder::OnEntry(const image::TarEntry& entry) {
   reading_ = false;
+  if (record_ != nullptr) {
+    record_->push_back(LayerEvent{entry, std::nullopt});
+  }
   current_ = NormalizePath(entry.path);
   if (current_.empty()) {
     return absl::OkStatus();
@@ -226,10 +246,13 @@ absl::Status TreeBuilder::OnEntry(const image::TarEntry& entry) {
     } else if (entry.size > max_module_bytes_) {
       f.modinfo = absl::StatusOr<ModInfo>(absl::ResourceExhaustedError(
           absl::StrCat("larger than ", max_module_bytes_, " bytes: not read")));
-    } else {
+    } else if (!replaying_) {
       reading_ = true;
       data_.clear();
       data_.reserve(entry.size);
+    }
+    if (record_ != nullptr) {
+      record_->back().modinfo = f.modinfo;
     }
   }
   tree_[current_] = std::move(f);
@@ -247,6 +270,9 @@ absl::Status TreeBuilder::OnData(const char* data, size_t n) {
 absl::Status TreeBuilder::OnEntryEnd() {
   if (reading_) {
     tree_[current_].modinfo = ReadModInfo(data_);
+    if (record_ != nullptr) {
+      record_->back().modinfo = tree_[current_].modinfo;
+    }
     reading_ = false;
     data_.clear();
     data_.shrink_to_fit();
@@ -311,7 +337,10 @@ absl::StatusOr<KernelTree> ReadKernelTree(const std::string& dir) {
 
 namespace {
 
-Result Check(const api::Module& m, const Options& options, http::HttpClient& http) {
+// Layers already read in this run, by digest and kept prefix.
+using LayerCache = std::map<std::string, TreeBuilder::LayerRecord>;
+
+Result Check(const api::Module& m, const Options& options, LayerCache& cache) {
   Result r;
   r.module = absl::StrCat(m.metadata.namespace_, "/", m.metadata.name);
   r.stage = "Mapping";
@@ -358,7 +387,12 @@ Result Check(const api::Module& m, const Options& options, http::HttpClient& htt
     }
     ro.credentials = *creds;
   }
-  image::RegistryClient registry(http, ro);
+  absl::StatusOr<std::unique_ptr<http::HttpClient>> http = image::NewRegistryHttpClient(ro);
+  if (!http.ok()) {
+    r.reason = absl::StrCat("no HTTP client for ", ref->ApiHost(), ": ", http.status().message());
+    return r;
+  }
+  image::RegistryClient registry(**http, ro);
   absl::StatusOr<image::ResolvedImage> img = registry.Resolve(*ref, image::Platform{});
   if (!img.ok()) {
     if (absl::IsNotFound(img.status())) {
@@ -387,12 +421,19 @@ Result Check(const api::Module& m, const Options& options, http::HttpClient& htt
   want.signed_required = has_sign;
   want.kernel_modules = options.kernel_modules;
   want.kernel_vermagic = options.kernel_vermagic;
-  TreeBuilder builder(KernelDir(want), options.max_module_bytes);
+  const std::string builder_prefix = KernelDir(want);
+  TreeBuilder builder(builder_prefix, options.max_module_bytes);
   int64_t done = 0;
   for (size_t i = 0; i < img->layers.size(); ++i) {
     const image::Descriptor& layer = img->layers[i];
     const std::string what = absl::StrCat("layer ", i + 1, " of ", img->layers.size(), " (",
                                           layer.digest.substr(0, 19), ")");
+    const std::string cache_key = absl::StrCat(layer.digest, "\n", builder_prefix);
+    if (auto hit = cache.find(cache_key); hit != cache.end()) {
+      builder.Replay(hit->second);
+      done += layer.size;
+      continue;
+    }
     absl::StatusOr<image::Compression> c = image::LayerCompression(layer.media_type);
     if (!c.ok()) {
       r.reason = absl::StrCat(what, ": ", c.status().message());
@@ -400,7 +441,8 @@ Result Check(const api::Module& m, const Options& options, http::HttpClient& htt
     }
     std::unique_ptr<image::Decompressor> dec = image::NewDecompressor(*c);
     image::TarReader tar(builder);
-    builder.StartLayer();
+    TreeBuilder::LayerRecord record;
+    builder.StartLayer(&record);
     int64_t got = 0;
     int64_t shown = 0;
     auto sink = [&](const char* p, size_t k) { return tar.Feed(p, k); };
@@ -423,6 +465,7 @@ Result Check(const api::Module& m, const Options& options, http::HttpClient& htt
       r.bytes_fetched = registry.blob_bytes_received();
       return r;
     }
+    cache[cache_key] = std::move(record);
     done += layer.size;
     if (options.progress) {
       options.progress(r.module, done, r.image_bytes);
@@ -444,17 +487,10 @@ Result Check(const api::Module& m, const Options& options, http::HttpClient& htt
 
 std::vector<Result> Preflight(const std::vector<api::Module>& modules, const Options& options) {
   std::vector<Result> out;
-  absl::StatusOr<std::unique_ptr<http::BeastHttpClient>> http = http::BeastHttpClient::Create({});
+  out.reserve(modules.size());
+  LayerCache cache;
   for (const api::Module& m : modules) {
-    if (!http.ok()) {
-      Result r;
-      r.module = absl::StrCat(m.metadata.namespace_, "/", m.metadata.name);
-      r.stage = "Image";
-      r.reason = absl::StrCat("no HTTP client: ", http.status().message());
-      out.push_back(std::move(r));
-      continue;
-    }
-    out.push_back(Check(m, options, **http));
+    out.push_back(Check(m, options, cache));
   }
   return out;
 }

@@ -77,8 +77,21 @@ std::string KernelDir(const Expectations& want);
 // .modinfo; all other data is skipped as it streams.
 class TreeBuilder : public image::TarVisitor {
  public:
+  // What one layer did to the tree: its entries and the .modinfo verdicts they got, so that
+  // another Module whose image has the same layer (same digest, same kept prefix) replays
+  // it without fetching it again.
+  struct LayerEvent {
+    image::TarEntry entry;
+    std::optional<absl::StatusOr<ModInfo>> modinfo;
+  };
+  using LayerRecord = std::vector<LayerEvent>;
+
   TreeBuilder(std::string keep_prefix, uint64_t max_module_bytes);
-  void StartLayer();  // whiteouts of the next layer apply to what the earlier ones hold
+  // Whiteouts of the next layer apply to what the earlier ones hold. With `record`, what
+  // the layer does is also written there.
+  void StartLayer(LayerRecord* record = nullptr);
+  // Applies a recorded layer as if its tar stream came again.
+  void Replay(const LayerRecord& record);
   absl::Status OnEntry(const image::TarEntry& entry) override;
   absl::Status OnData(const char* data, size_t n) override;
   absl::Status OnEntryEnd() override;
@@ -92,6 +105,8 @@ class TreeBuilder : public image::TarVisitor {
   std::set<std::string> this_layer_;  // paths the current layer added (opaque dirs keep them)
   std::string current_;
   bool reading_ = false;
+  bool replaying_ = false;
+  LayerRecord* record_ = nullptr;
   std::string data_;
 };
 
@@ -120,7 +135,8 @@ struct Options {
 };
 
 // Checks each Module; one Result per Module, in the order given. Never throws; registry and
-// content errors become Failures naming the stage.
+// content errors become Failures naming the stage. A layer is fetched once per run: Modules
+// whose images share it (same digest) reuse what it held.
 std::vector<Result> Preflight(const std::vector<api::Module>& modules, const Options& options);
 
 // The kernel's module names from the text of its modules.dep and modules.builtin.

@@ -185,3 +185,41 @@ TEST_CASE("preflight tree: a module over the size limit is not read, and says so
 
 }  // namespace
 }  // namespace kmodd::preflight
+
+namespace kmodd::preflight {
+namespace {
+
+TEST_CASE("preflight tree: a recorded layer replays to the same tree, .modinfo verdicts included") {
+  auto feed = [](TreeBuilder& b, TreeBuilder::LayerRecord* rec1, TreeBuilder::LayerRecord* rec2) {
+    b.StartLayer(rec1);
+    Add(b, "opt/lib/modules/K/a.ko", image::TarType::kRegular, "not elf");
+    Add(b, "opt/lib/modules/K/old.ko", image::TarType::kRegular, "x");
+    Add(b, "etc/x");
+    b.StartLayer(rec2);
+    Add(b, "opt/lib/modules/K/.wh.old.ko");
+    Add(b, "opt/lib/modules/K/big.ko", image::TarType::kRegular, std::string(100, 'b'));
+  };
+  TreeBuilder::LayerRecord first;
+  TreeBuilder::LayerRecord second;
+  TreeBuilder direct("opt/lib/modules/K/", 50);
+  feed(direct, &first, &second);
+  const ImageTree want = direct.Take();
+  TreeBuilder replayed("opt/lib/modules/K/", 50);
+  replayed.Replay(first);
+  replayed.Replay(second);
+  const ImageTree got = replayed.Take();
+  REQUIRE(got.size() == want.size());
+  for (const auto& [path, f] : want) {
+    INFO(path);
+    REQUIRE(got.count(path) == 1);
+    CHECK(got.at(path).modinfo.has_value() == f.modinfo.has_value());
+    if (f.modinfo) {
+      CHECK(got.at(path).modinfo->status() == f.modinfo->status());
+    }
+  }
+  CHECK(got.count("opt/lib/modules/K/old.ko") == 0);
+  CHECK(got.at("opt/lib/modules/K/big.ko").modinfo->status().message() == "larger than 50 bytes: not read");
+}
+
+}  // namespace
+}  // namespace kmodd::preflight
