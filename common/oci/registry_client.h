@@ -120,6 +120,13 @@ class RegistryClient {
   [[nodiscard]] absl::StatusOr<BlobPush> PushBlob(const ImageRef& ref, std::string_view data,
                                                   const std::string& digest,
                                                   const PushBlobOptions& options);
+  // Blob `digest` into ref's repository without its bytes: kPresent when the repository has
+  // it, kMounted when the registry mounted it from repository `from` (same registry);
+  // nullopt when it did neither (the upload session it opened instead is cancelled): the
+  // caller then fetches and pushes the bytes.
+  [[nodiscard]] absl::StatusOr<std::optional<BlobPush>> MountBlob(const ImageRef& ref,
+                                                                  const std::string& digest,
+                                                                  const std::string& from);
   // Puts `body` (of `media_type`) as ref's tag, or as its digest when it has one (which must
   // then be the body's); every blob it names must be pushed first. Returns the manifest's
   // digest, checked against the registry's Docker-Content-Digest.

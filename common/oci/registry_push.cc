@@ -188,6 +188,48 @@ absl::StatusOr<RegistryClient::BlobPush> RegistryClient::PushBlob(const ImageRef
   return BlobPush::kUploaded;
 }
 
+absl::StatusOr<std::optional<RegistryClient::BlobPush>> RegistryClient::MountBlob(
+    const ImageRef& ref, const std::string& digest, const std::string& from) {
+  if (!IsDigest(digest)) {
+    return absl::InvalidArgumentError(absl::StrCat("blob digest \"", digest, "\" is not sha256:<64 hex>"));
+  }
+  http::Request head;
+  head.method = "HEAD";
+  head.url = Url(ref, "/blobs/" + digest);
+  auto there = Send(ref, head, nullptr);
+  if (!there.ok()) {
+    return there.status();
+  }
+  if (there->status == 200) {
+    return BlobPush::kPresent;
+  }
+  if (from.empty() || from == ref.repository) {
+    return std::nullopt;
+  }
+  http::Request start;
+  start.method = "POST";
+  start.url = absl::StrCat(Url(ref, "/blobs/uploads/"), "?mount=", digest, "&from=", from);
+  auto opened = Send(ref, start, nullptr);
+  if (!opened.ok()) {
+    return opened.status();
+  }
+  if (opened->status == 201) {
+    return BlobPush::kMounted;
+  }
+  if (opened->status != 202) {
+    return PushFailed(ref, absl::StrCat("a mount of blob ", Short(digest)), *opened);
+  }
+  // Not mounted (no access to `from`, or the registry does not mount): the session it
+  // opened is closed so that it does not linger; a failure to close it changes nothing.
+  if (absl::StatusOr<std::string> location = UploadLocation(ref, *opened, start.url); location.ok()) {
+    http::Request cancel;
+    cancel.method = "DELETE";
+    cancel.url = *location;
+    (void)Send(ref, cancel, nullptr);
+  }
+  return std::nullopt;
+}
+
 absl::StatusOr<std::string> RegistryClient::PushManifest(const ImageRef& ref,
                                                          const std::string& media_type,
                                                          const std::string& body) {
