@@ -32,6 +32,7 @@
 #include "controller/kube/rest_client.h"
 #include "controller/kube_mode/drainer.h"
 #include "controller/kube_mode/kube_writer.h"
+#include "controller/kube_mode/preflight_validations.h"
 #include "controller/server/hub.h"
 #include "controller/server/metrics.h"
 #include "controller/server/status_writer.h"
@@ -320,6 +321,10 @@ int RunKubernetes(const RunConfig& c, const sigset_t& signals, const std::string
   server::KubeWriter writer(**client, hub, source, events,
                             [&elector] { return !elector || elector->IsLeader(); }, clock, log);
   source.Start();
+  // KMM's PreflightValidation objects, checked by the leader (controller/preflight).
+  source::PreflightValidations preflights(**client, clock, log,
+                                          [&elector] { return !elector || elector->IsLeader(); });
+  preflights.Start();
   server::ServerOptions sync_options = c.server;
   KubeSecurity security(**client,
                         {c.ns, c.webhook_listen, c.cert_dns, c.cert_ips, c.cert_file.empty()},
@@ -370,6 +375,7 @@ int RunKubernetes(const RunConfig& c, const sigset_t& signals, const std::string
   }
   security.Stop();  // no renewal may reach the Sync server once it is going
   sync.Shutdown();
+  preflights.Stop();
   source.Stop();
   if (elector) {
     stop_electing.Cancel();  // Run releases the lease: the next leader need not wait

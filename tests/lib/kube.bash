@@ -6,16 +6,19 @@
 
 kube_admin() { kubectl --kubeconfig "$KMODD_KUBE_KUBECONFIG" "$@"; }
 
-# kube_crd_install: the Module and ModulePolicy CRDs of deploy/crd, Established.
+# kube_crd_install: the Module, ModulePolicy and PreflightValidation CRDs of deploy/crd, Established.
 kube_crd_install() {
   kube_admin apply -f "$harness_src/deploy/crd/kmm.sigs.x-k8s.io_modules.yaml" \
-    -f "$harness_src/deploy/crd/kmodd.io_modulepolicies.yaml" >/dev/null \
+    -f "$harness_src/deploy/crd/kmodd.io_modulepolicies.yaml" \
+    -f "$harness_src/deploy/crd/kmm.sigs.x-k8s.io_preflightvalidations.yaml" >/dev/null \
     || fail "cannot apply the CRDs"
   # Not `kubectl wait`: it fails at once if it reads the CRD before its first condition.
   KUBECONFIG=$KMODD_KUBE_KUBECONFIG "$harness_src/tools/kube/wait-crd" modules.kmm.sigs.x-k8s.io \
     || fail "the Module CRD is not Established"
   KUBECONFIG=$KMODD_KUBE_KUBECONFIG "$harness_src/tools/kube/wait-crd" modulepolicies.kmodd.io \
     || fail "the ModulePolicy CRD is not Established"
+  KUBECONFIG=$KMODD_KUBE_KUBECONFIG "$harness_src/tools/kube/wait-crd" preflightvalidations.kmm.sigs.x-k8s.io \
+    || fail "the PreflightValidation CRD is not Established"
 }
 
 # kube_node_info NODE KERNEL BOOT_ID OS_IMAGE: the status.nodeInfo a kubelet would report
