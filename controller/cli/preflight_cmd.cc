@@ -14,6 +14,10 @@
 #include "common/value.h"
 #include "controller/cli/commands.h"
 #include "controller/cli/inputs.h"
+#include "common/clock.h"
+#include "controller/kube/config.h"
+#include "controller/kube/rest_client.h"
+#include "controller/kube_mode/preflight_validations.h"
 #include "controller/preflight/preflight.h"
 
 namespace kmodd::cli {
@@ -21,7 +25,8 @@ namespace kmodd::cli {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: kmodd-controller preflight --kernel RELEASE --modules PATH [--modules PATH...]\n"
+    "usage: kmodd-controller preflight --kernel RELEASE (--modules PATH [--modules PATH...] |\n"
+    "                                  --kubernetes [--kubeconfig FILE])\n"
     "                                  [--ca FILE] [--docker-config FILE] [--kernel-tree DIR]\n"
     "                                  [-o table|yaml|json]\n";
 
@@ -84,6 +89,12 @@ int PreflightCommand(const std::vector<std::string>& args, std::ostream& out, st
   flags.String("--kernel", "RELEASE", "the kernel the fleet moves to, as `uname -r` prints it", &kernel)
       .Required();
   flags.Strings("--modules", "PATH", "a Module manifest or a directory of them", &module_paths);
+  bool kubernetes = false;
+  std::string kubeconfig;
+  flags.Switch("--kubernetes",
+               "the cluster's Modules instead, each with the Secret its imageRepoSecret names", &kubernetes);
+  flags.String("--kubeconfig", "FILE", "with --kubernetes: the client configuration (default: in-cluster)",
+               &kubeconfig);
   flags.String("--ca", "FILE", "extra CAs (PEM) for the registries, beside the system's", &ca);
   flags.String("--docker-config", "FILE",
                "registry credentials: a .dockerconfigjson (what a pull Secret holds, or\n"
@@ -100,20 +111,26 @@ int PreflightCommand(const std::vector<std::string>& args, std::ostream& out, st
   if (std::optional<int> exit = flags.ParseOrExit(args, out, err)) {
     return *exit;
   }
-  if (module_paths.empty()) {
-    return flags.UsageError(err, "--modules is required (a Module manifest or a directory of them)");
+  if (module_paths.empty() == !kubernetes) {
+    return flags.UsageError(err, "give --modules (Module manifests or directories) or --kubernetes, one of them");
   }
-  api::Decoded mods = DecodePaths(module_paths);
-  mods.nodes.clear();
-  ValidateDecoded(mods);
-  PrintDiagnostics(mods, err);
-  if (!mods.errors.empty()) {
-    err << "error: no preflight: fix the errors above\n";
-    return 1;
+  if (!kubeconfig.empty() && !kubernetes) {
+    return flags.UsageError(err, "--kubeconfig goes with --kubernetes");
   }
-  if (mods.modules.empty()) {
-    err << "error: no Module found in --modules " << JoinPaths(module_paths) << "\n";
-    return 1;
+  api::Decoded mods;
+  if (!kubernetes) {
+    mods = DecodePaths(module_paths);
+    mods.nodes.clear();
+    ValidateDecoded(mods);
+    PrintDiagnostics(mods, err);
+    if (!mods.errors.empty()) {
+      err << "error: no preflight: fix the errors above\n";
+      return 1;
+    }
+    if (mods.modules.empty()) {
+      err << "error: no Module found in --modules " << JoinPaths(module_paths) << "\n";
+      return 1;
+    }
   }
   preflight::Options options;
   options.kernel = kernel;
@@ -144,11 +161,41 @@ int PreflightCommand(const std::vector<std::string>& args, std::ostream& out, st
   options.progress = [&err](const std::string& module, int64_t bytes, int64_t total) {
     err << module << ": fetched " << bytes << " of " << total << " bytes\n";
   };
-  std::vector<api::Module> modules;
-  for (auto& m : mods.modules) {
-    modules.push_back(std::move(m.object));
+  std::vector<preflight::Result> results;
+  if (kubernetes) {
+    if (!docker_config.empty()) {
+      return flags.UsageError(err, "--docker-config goes with --modules: with --kubernetes each Module's "
+                                   "imageRepoSecret gives its credentials");
+    }
+    absl::StatusOr<kube::KubeConfig> config =
+        kubeconfig.empty() ? kube::InClusterConfig() : kube::LoadKubeconfig(kubeconfig);
+    if (!config.ok()) {
+      err << "error: " << config.status().message() << "\n";
+      return 1;
+    }
+    RealClock clock;
+    absl::StatusOr<std::unique_ptr<kube::RestKubeClient>> client = kube::RestKubeClient::Create(*config, clock);
+    if (!client.ok()) {
+      err << "error: " << client.status().message() << "\n";
+      return 1;
+    }
+    absl::StatusOr<std::vector<preflight::Result>> found = source::PreflightClusterModules(**client, options);
+    if (!found.ok()) {
+      err << "error: cannot list the cluster's Modules: " << found.status().message() << "\n";
+      return 1;
+    }
+    if (found->empty()) {
+      err << "error: the cluster has no Module\n";
+      return 1;
+    }
+    results = std::move(*found);
+  } else {
+    std::vector<api::Module> modules;
+    for (auto& m : mods.modules) {
+      modules.push_back(std::move(m.object));
+    }
+    results = preflight::Preflight(modules, options);
   }
-  const std::vector<preflight::Result> results = preflight::Preflight(modules, options);
   bool all = true;
   for (const preflight::Result& r : results) {
     all = all && r.success;

@@ -215,13 +215,16 @@ void PreflightValidations::Work() {
   }
 }
 
-std::string PreflightValidations::DockerConfig(const api::Module& m, std::string* error) {
+namespace {
+
+// The .dockerconfigjson of the Module's imageRepoSecret ("" without one); `error` set when
+// the Secret cannot be read or is not one a node could use.
+std::string DockerConfig(kube::KubeClient& client, const api::Module& m, std::string* error) {
   if (!m.spec.image_repo_secret || m.spec.image_repo_secret->name.empty()) {
     return "";
   }
   const std::string name = m.spec.image_repo_secret->name;
-  absl::StatusOr<Value> secret =
-      client_.Get(kube::ResourcePath("v1", "secrets", m.metadata.namespace_, name));
+  absl::StatusOr<Value> secret = client.Get(kube::ResourcePath("v1", "secrets", m.metadata.namespace_, name));
   absl::StatusOr<std::string> config =
       secret.ok() ? DockerConfigFromSecret(*secret) : absl::StatusOr<std::string>(secret.status());
   if (!config.ok()) {
@@ -232,14 +235,15 @@ std::string PreflightValidations::DockerConfig(const api::Module& m, std::string
   return *config;
 }
 
-void PreflightValidations::Check(const PreflightRequest& req) {
-  const std::string path = kube::ResourcePath(kPreflightGroupVersion, "preflightvalidations", "", req.name);
-  log_.Info("preflight started", {{"preflightValidation", req.name}, {"kernel", req.kernel}});
+}  // namespace
+
+absl::StatusOr<std::vector<preflight::Result>> PreflightClusterModules(
+    kube::KubeClient& client, const preflight::Options& base,
+    const std::function<void(const std::vector<preflight::Result>&)>& on_listed) {
   absl::StatusOr<kube::ObjectList> list =
-      client_.List(kube::ResourcePath(kModulesGroupVersionV1beta1, "modules"), {});
+      client.List(kube::ResourcePath(kModulesGroupVersionV1beta1, "modules"), {});
   if (!list.ok()) {
-    log_.Warn("preflight: cannot list Modules", {{"preflightValidation", req.name}, {"error", list.status().ToString()}});
-    return;
+    return list.status();
   }
   std::vector<preflight::Result> results;
   std::vector<std::optional<api::Module>> modules;
@@ -256,7 +260,30 @@ void PreflightValidations::Check(const PreflightRequest& req) {
     }
     results.push_back(std::move(r));
   }
-  auto write = [&](bool in_progress) {
+  if (on_listed) {
+    on_listed(results);
+  }
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!modules[i]) {
+      continue;
+    }
+    std::string error;
+    preflight::Options options = base;
+    options.docker_config = DockerConfig(client, *modules[i], &error);
+    if (!error.empty()) {
+      results[i].stage = "Image";
+      results[i].reason = error;
+      continue;
+    }
+    results[i] = std::move(preflight::Preflight({*modules[i]}, options).front());
+  }
+  return results;
+}
+
+void PreflightValidations::Check(const PreflightRequest& req) {
+  const std::string path = kube::ResourcePath(kPreflightGroupVersion, "preflightvalidations", "", req.name);
+  log_.Info("preflight started", {{"preflightValidation", req.name}, {"kernel", req.kernel}});
+  auto write = [&](const std::vector<preflight::Result>& results, bool in_progress) {
     absl::StatusOr<Value> current = client_.Get(path);
     if (!current.ok()) {
       return current.status();  // deleted meanwhile: nothing to write
@@ -265,37 +292,30 @@ void PreflightValidations::Check(const PreflightRequest& req) {
     const std::string now = kube::FormatKubeTime(clock_.Now());
     return kube::UpdateStatus(client_, path, PreflightStatus(results, previous, now, in_progress)).status();
   };
-  if (absl::Status s = write(true); !s.ok()) {
-    log_.Warn("preflight: cannot write status", {{"preflightValidation", req.name}, {"error", s.ToString()}});
+  preflight::Options options;
+  options.kernel = req.kernel;
+  options.ca_file = ca_file_;
+  absl::Status listed_write;
+  absl::StatusOr<std::vector<preflight::Result>> results = PreflightClusterModules(
+      client_, options, [&](const std::vector<preflight::Result>& listed) { listed_write = write(listed, true); });
+  if (!results.ok()) {
+    log_.Warn("preflight: cannot list Modules", {{"preflightValidation", req.name}, {"error", results.status().ToString()}});
     return;
   }
-  for (size_t i = 0; i < results.size(); ++i) {
-    if (!modules[i]) {
-      continue;
-    }
-    std::string error;
-    preflight::Options options;
-    options.kernel = req.kernel;
-    options.ca_file = ca_file_;
-    options.docker_config = DockerConfig(*modules[i], &error);
-    if (!error.empty()) {
-      results[i].stage = "Image";
-      results[i].reason = error;
-      continue;
-    }
-    results[i] = std::move(preflight::Preflight({*modules[i]}, options).front());
+  if (!listed_write.ok()) {  // the verdicts are written all the same, below
+    log_.Warn("preflight: cannot write InProgress", {{"preflightValidation", req.name}, {"error", listed_write.ToString()}});
   }
-  if (absl::Status s = write(false); !s.ok()) {
+  if (absl::Status s = write(*results, false); !s.ok()) {
     log_.Warn("preflight: cannot write status", {{"preflightValidation", req.name}, {"error", s.ToString()}});
     return;
   }
   int64_t ok = 0;
-  for (const preflight::Result& r : results) {
+  for (const preflight::Result& r : *results) {
     ok += r.success ? 1 : 0;
   }
   log_.Info("preflight done", {{"preflightValidation", req.name},
                                {"kernel", req.kernel},
-                               {"modules", static_cast<int64_t>(results.size())},
+                               {"modules", static_cast<int64_t>(results->size())},
                                {"success", ok}});
 }
 

@@ -53,6 +53,14 @@ struct PreflightRequest {
 Value PreflightStatus(const std::vector<preflight::Result>& results, const Value* previous,
                       const std::string& now, bool in_progress);
 
+// Every Module in the cluster checked for base.kernel (the other options as given), each with
+// the Secret its imageRepoSecret names; a Module that does not validate, or whose Secret
+// cannot be read, is a Failure saying why. `on_listed` (may be empty) sees the Modules
+// before any is checked. An error only when the Modules cannot be listed.
+[[nodiscard]] absl::StatusOr<std::vector<preflight::Result>> PreflightClusterModules(
+    kube::KubeClient& client, const preflight::Options& base,
+    const std::function<void(const std::vector<preflight::Result>&)>& on_listed = {});
+
 class PreflightValidations {
  public:
   PreflightValidations(kube::KubeClient& client, const Clock& clock, Logger& log,
@@ -65,7 +73,6 @@ class PreflightValidations {
   void Watch();
   void Work();
   void Check(const PreflightRequest& req);
-  std::string DockerConfig(const api::Module& m, std::string* error);
 
   kube::KubeClient& client_;
   const Clock& clock_;

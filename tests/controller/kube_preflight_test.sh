@@ -4,8 +4,9 @@
 # the VM's kernel), as deployed (deploy/'s RBAC and admission policy, the controller's own
 # service account): every Module gets its verdict in status.modules[] (Success for a good
 # image; Failure at once for a missing image, never an endless InProgress; Failure for no
-# mapping; Failure naming a missing pull Secret), an edit of the spec checks again, an
-# object kmodd cannot act on is logged and left alone. Fails, never skips, without the
+# mapping; Failure naming a missing pull Secret), the same verdicts from `preflight
+# --kubernetes`, an edit of the spec checks again, an object kmodd cannot act on is logged
+# and left alone. Fails, never skips, without the
 # harness, the registry tools or the rig.
 #
 # usage: kube_preflight_test.sh BIN_DIR SOURCE_DIR
@@ -104,6 +105,23 @@ if bad:
     print("\n".join(bad)); sys.exit(1)
 PY
 first=$(python3 -c 'import json,sys; print([m for m in json.load(open(sys.argv[1]))["status"]["modules"] if m["name"]=="good"][0]["lastTransitionTime"])' "$dir/pfv.json")
+
+step "the same from the command line: preflight --kubernetes, as the controller's account"
+rc=0
+"$bin/kmodd-controller" preflight --kubernetes --kubeconfig "$dir/controller.kubeconfig" --kernel "$K" -o json \
+  >"$dir/cli.json" 2>"$dir/cli.log" || rc=$?
+((rc == 1)) || { cat "$dir/cli.json"; fail "preflight --kubernetes exit $rc with failing Modules (want 1)"; }
+python3 - "$dir/cli.json" <<'PY' || { cat "$dir/cli.json"; fail "preflight --kubernetes: not the controller's verdicts"; }
+import json, sys
+got = {m["name"]: m for m in json.load(open(sys.argv[1]))["modules"]}
+assert sorted(got) == ["good", "missing", "no-secret", "other-kernel"], sorted(got)
+assert got["good"]["verificationStatus"] == "Success" and got["good"]["verificationStage"] == "Done", got["good"]
+assert got["other-kernel"]["verificationStage"] == "Mapping", got["other-kernel"]
+assert "spec.imageRepoSecret kmm-demo/pull-secret-that-is-not-there" in got["no-secret"]["statusReason"], got["no-secret"]
+PY
+"$bin/kmodd-controller" preflight --kubernetes --modules /nowhere --kernel "$K" >"$dir/both.out" 2>&1 && fail "--kubernetes with --modules accepted"
+grep -q "give --modules (Module manifests or directories) or --kubernetes, one of them" "$dir/both.out" \
+  || { cat "$dir/both.out"; fail "--kubernetes with --modules: not the usage error"; }
 
 step "an edited spec is checked again"
 k patch pfv to-next-kernel --type merge -p '{"spec":{"kernelVersion":"6.1.0-0-other"}}' >/dev/null
