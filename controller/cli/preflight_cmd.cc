@@ -2,10 +2,8 @@
 // controller/preflight/preflight.h for the stages.
 
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <ostream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -15,6 +13,7 @@
 #include "controller/cli/commands.h"
 #include "controller/cli/inputs.h"
 #include "common/clock.h"
+#include "common/file.h"
 #include "controller/kube/config.h"
 #include "controller/kube/rest_client.h"
 #include "controller/kube_mode/preflight_validations.h"
@@ -29,17 +28,6 @@ constexpr char kUsage[] =
     "                                  --kubernetes [--kubeconfig FILE])\n"
     "                                  [--ca FILE] [--docker-config FILE] [--kernel-tree DIR]\n"
     "                                  [-o table|yaml|json]\n";
-
-// The file's text, or nullopt when it cannot be read.
-std::optional<std::string> ReadText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return std::nullopt;
-  }
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // KMM's PreflightValidation status: status.modules[] with verificationStatus, verificationStage
 // and statusReason; kmodd adds what it looked at.
@@ -136,9 +124,9 @@ int PreflightCommand(const std::vector<std::string>& args, std::ostream& out, st
   options.kernel = kernel;
   options.ca_file = ca;
   if (!docker_config.empty()) {
-    std::optional<std::string> text = ReadText(docker_config);
-    if (!text) {
-      err << "error: --docker-config " << docker_config << ": cannot be read\n";
+    absl::StatusOr<std::string> text = ReadFile(docker_config);
+    if (!text.ok()) {
+      err << "error: --docker-config: " << text.status().message() << "\n";
       return 1;
     }
     options.docker_config = std::move(*text);

@@ -3,12 +3,11 @@
 // is read, its filesToSign signed with the key, and the result pushed as the mapping's
 // containerImage. See controller/sign/image_signer.h.
 
-#include <fstream>
 #include <optional>
 #include <ostream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/file.h"
 #include "common/flags.h"
 #include "common/oci/pull_secret.h"
 #include "common/table.h"
@@ -27,16 +26,6 @@ constexpr char kUsage[] =
     "usage: kmodd-controller sign --kernel RELEASE --modules PATH [--modules PATH...]\n"
     "                             --key FILE --cert FILE [--hash ALGORITHM] [--all-modules]\n"
     "                             [--ca FILE] [--docker-config FILE] [-o table|yaml|json]\n";
-
-std::optional<std::string> ReadText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return std::nullopt;
-  }
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 struct Row {
   std::string module;
@@ -179,10 +168,11 @@ int SignCommand(const std::vector<std::string>& args, std::ostream& out, std::os
   if (module_paths.empty()) {
     return flags.UsageError(err, "--modules is required (a Module manifest or a directory of them)");
   }
-  const std::optional<std::string> key_text = ReadText(key_file);
-  const std::optional<std::string> cert_text = ReadText(cert_file);
-  if (!key_text || !cert_text) {
-    err << "error: " << (!key_text ? "--key " + key_file : "--cert " + cert_file) << ": cannot be read\n";
+  const absl::StatusOr<std::string> key_text = ReadFile(key_file);
+  const absl::StatusOr<std::string> cert_text = ReadFile(cert_file);
+  if (!key_text.ok() || !cert_text.ok()) {
+    err << "error: " << (!key_text.ok() ? "--key: " : "--cert: ")
+        << (!key_text.ok() ? key_text.status() : cert_text.status()).message() << "\n";
     return 1;
   }
   absl::StatusOr<sign::SigningKey> key = sign::SigningKey::Load(*key_text, *cert_text, hash);
@@ -192,9 +182,9 @@ int SignCommand(const std::vector<std::string>& args, std::ostream& out, std::os
   }
   std::string docker_config;
   if (!docker_config_file.empty()) {
-    std::optional<std::string> text = ReadText(docker_config_file);
-    if (!text) {
-      err << "error: --docker-config " << docker_config_file << ": cannot be read\n";
+    absl::StatusOr<std::string> text = ReadFile(docker_config_file);
+    if (!text.ok()) {
+      err << "error: --docker-config: " << text.status().message() << "\n";
       return 1;
     }
     docker_config = std::move(*text);

@@ -1,18 +1,19 @@
 #include "controller/preflight/preflight.h"
 
 #include <algorithm>
-#include <fstream>
 #include <memory>
 #include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/oci/registry_http.h"
+#include "common/file.h"
 #include "common/oci/decompressor.h"
 #include "common/oci/pull_secret.h"
 #include "common/oci/reference.h"
 #include "common/oci/registry_client.h"
+#include "common/oci/registry_http.h"
+#include "common/oci/tar_reader.h"
 #include "controller/placement/mapping.h"
 
 namespace kmodd::preflight {
@@ -30,22 +31,12 @@ bool IsModuleFile(std::string_view path) {
          path.ends_with(".ko.gz");
 }
 
-// "a/b/" from "/a/b", "./a/b/", "a//b" is left as is (a tar path is what it is).
-std::string NormalizePath(std::string_view p) {
-  while (p.starts_with("./") || p.starts_with('/')) {
-    p.remove_prefix(p.starts_with('/') ? 1 : 2);
-  }
-  while (p.ends_with('/')) {
-    p.remove_suffix(1);
-  }
-  return p == "." ? std::string() : std::string(p);
-}
 
 
 }  // namespace
 
 std::string KernelDir(const Expectations& want) {
-  std::string dir = NormalizePath(want.dir_name.empty() ? "/opt" : want.dir_name);
+  std::string dir = image::CleanArchivePath(want.dir_name.empty() ? "/opt" : want.dir_name);
   return absl::StrCat(dir, dir.empty() ? "" : "/", "lib/modules/", want.kernel, "/");
 }
 
@@ -156,7 +147,7 @@ ContentVerdict CheckContent(const Expectations& want, const ImageTree& tree) {
         want.kernel_modules ? " (found in its tree)" : " (not checked: no module tree of the kernel was given)"));
   }
   if (!want.firmware_path.empty()) {
-    const std::string fw = NormalizePath(want.firmware_path);
+    const std::string fw = image::CleanArchivePath(want.firmware_path);
     auto it = tree.lower_bound(fw);
     const bool found = it != tree.end() && (it->first == fw || absl::StartsWith(it->first, fw + "/"));
     if (!found) {
@@ -210,7 +201,7 @@ absl::Status TreeBuilder::OnEntry(const image::TarEntry& entry) {
   if (record_ != nullptr) {
     record_->push_back(LayerEvent{entry, std::nullopt});
   }
-  current_ = NormalizePath(entry.path);
+  current_ = image::CleanArchivePath(entry.path);
   if (current_.empty()) {
     return absl::OkStatus();
   }
@@ -234,7 +225,7 @@ absl::Status TreeBuilder::OnEntry(const image::TarEntry& entry) {
   f.type = entry.type;
   f.size = entry.size;
   if (entry.type == image::TarType::kHardlink) {
-    if (auto target = tree_.find(NormalizePath(entry.link)); target != tree_.end()) {
+    if (auto target = tree_.find(image::CleanArchivePath(entry.link)); target != tree_.end()) {
       f = target->second;
     }
   }
@@ -301,13 +292,8 @@ std::set<std::string> KernelModuleNames(const std::string& modules_dep, const st
 
 absl::StatusOr<KernelTree> ReadKernelTree(const std::string& dir) {
   auto read = [](const std::string& path) -> std::optional<std::string> {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-      return std::nullopt;
-    }
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
+    absl::StatusOr<std::string> text = ReadFile(path);
+    return text.ok() ? std::optional<std::string>(*std::move(text)) : std::nullopt;
   };
   std::optional<std::string> dep = read(dir + "/modules.dep");
   if (!dep) {

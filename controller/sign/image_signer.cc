@@ -20,17 +20,6 @@ namespace kmodd::sign {
 
 namespace {
 
-// "a/b" from "/a/b", "./a/b", "a/b/".
-std::string Clean(std::string_view p) {
-  while (p.starts_with("./") || p.starts_with('/')) {
-    p.remove_prefix(p.starts_with('/') ? 1 : 2);
-  }
-  while (p.ends_with('/')) {
-    p.remove_suffix(1);
-  }
-  return std::string(p);
-}
-
 bool Matches(const std::string& pattern, const std::string& path) {
   return fnmatch(pattern.c_str(), path.c_str(), FNM_PATHNAME) == 0;
 }
@@ -50,7 +39,7 @@ class Collector : public image::TarVisitor {
 
   absl::Status OnEntry(const image::TarEntry& e) override {
     reading_ = false;
-    current_ = Clean(e.path);
+    current_ = image::CleanArchivePath(e.path);
     if (current_.empty()) {
       return absl::OkStatus();
     }
@@ -85,7 +74,7 @@ class Collector : public image::TarVisitor {
         reading_ = true;
         break;
       case image::TarType::kHardlink:
-        if (auto t = files_.find(Clean(e.link)); t != files_.end()) {
+        if (auto t = files_.find(image::CleanArchivePath(e.link)); t != files_.end()) {
           files_[current_] = t->second;
         }
         break;
@@ -204,9 +193,9 @@ absl::StatusOr<SignImageResult> SignImage(const SignImageRequest& req) {
   }
   std::vector<std::string> patterns;
   for (const std::string& f : req.files_to_sign) {
-    patterns.push_back(Clean(f));
+    patterns.push_back(image::CleanArchivePath(f));
   }
-  const std::string dir = Clean(req.modules_dir) + "/";
+  const std::string dir = image::CleanArchivePath(req.modules_dir) + "/";
   Collector collector(
       [&](const std::string& path) {
         if (req.all_modules) {
