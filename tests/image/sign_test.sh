@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `kmodd-controller sign` against a real registry (Debian's docker-registry over HTTPS with
 # basic auth, tools/registry/start basic): KMM's sign (unsignedImage -> containerImage) for
-# the real test modules built for the VM's kernel. The signed image is pulled back by the
+# the real test modules built for the VM's kernel, the two levels' sign merged as KMM merges
+# them. The signed image is pulled back by the
 # agent's own pull; its modules carry our signature (modinfo: signer, sig_hashalgo), which
 # `openssl cms -verify` accepts against the certificate on the host and refuses once the
 # module is altered. Preflight then passes the Module's signing check. Bad input: a key
@@ -134,6 +135,36 @@ grep -q "every module is signed" "$tmp/pf-all.out" || { show "$tmp/pf-all.out"; 
 rc=$?
 ((rc == 1)) && grep -q "/$P/dummy.ko is not signed" "$tmp/pf-glob.out" \
   || { show "$tmp/pf-glob.out"; fail "preflight of the glob-signed image does not name the unsigned dummy.ko (exit $rc)"; }
+
+# --- both levels: KMM's merge (the mapping's unsignedImage, filesToSign appended) ------------
+cat >"$tmp/modules/merged.yaml" <<EOT
+apiVersion: kmm.sigs.x-k8s.io/v1beta1
+kind: Module
+metadata: {name: merged, namespace: sg}
+spec:
+  selector: {kmodd.io/sign: "true"}
+  moduleLoader:
+    container:
+      modprobe: {moduleName: kmm_ci_a}
+      sign:
+        unsignedImage: "$KMODD_REGISTRY/kmodd/drv:not-this-one"
+        keySecret: {name: signing-key}
+        certSecret: {name: signing-cert}
+        filesToSign: [/$P/kmm_ci_a.ko]
+      kernelMappings:
+        - regexp: '^.+\$'
+          containerImage: "$KMODD_REGISTRY/kmodd/drv:merged"
+          sign:
+            unsignedImage: "$KMODD_REGISTRY/kmodd/drv:unsigned"
+            keySecret: {name: signing-key}
+            certSecret: {name: signing-cert}
+            filesToSign: [/$P/kmm_ci_fw.ko]
+EOT
+sign --modules "$tmp/modules/merged.yaml" >"$tmp/merged.out" 2>&1 || { show "$tmp/merged.out"; fail "sign of the two-level Module failed"; }
+grep -q "sg/merged: signed /$P/kmm_ci_a.ko" "$tmp/merged.out" && grep -q "sg/merged: signed /$P/kmm_ci_fw.ko" "$tmp/merged.out" \
+  && grep -q "signed from $KMODD_REGISTRY/kmodd/drv:unsigned" "$tmp/merged.out" \
+  || { show "$tmp/merged.out"; fail "the two levels' sign were not merged as KMM merges them"; }
+[[ $(grep -c "sg/merged: signed" "$tmp/merged.out") == 2 ]] || { show "$tmp/merged.out"; fail "merged: want two files signed"; }
 
 # --- bad input: each a clear error, nothing pushed -------------------------------------------
 bad() {  # bad NAME WORDS ARGS...: sign fails (exit 1) saying WORDS
