@@ -3,11 +3,16 @@
 // is read, its filesToSign signed with the key, and the result pushed as the mapping's
 // containerImage. See controller/sign/image_signer.h.
 
+#include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <ostream>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/file.h"
+#include "common/json.h"
 #include "common/flags.h"
 #include "common/oci/pull_secret.h"
 #include "common/table.h"
@@ -16,6 +21,10 @@
 #include "controller/cli/inputs.h"
 #include "controller/placement/kernel_version.h"
 #include "controller/placement/mapping.h"
+#include "controller/kube/config.h"
+#include "controller/kube/rest_client.h"
+#include "controller/kube_mode/kube_source.h"
+#include "controller/kube_mode/pull_secret.h"
 #include "controller/sign/image_signer.h"
 
 namespace kmodd::cli {
@@ -24,14 +33,17 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: kmodd-controller sign --kernel RELEASE --modules PATH [--modules PATH...]\n"
-    "                             --key FILE --cert FILE [--hash ALGORITHM] [--all-modules]\n"
-    "                             [--ca FILE] [--docker-config FILE] [-o table|yaml|json]\n";
+    "                             --key FILE --cert FILE [--docker-config FILE]\n"
+    "                             [--hash ALGORITHM] [--all-modules] [--ca FILE] [-o table|yaml|json]\n"
+    "       kmodd-controller sign --kernel RELEASE --kubernetes [--kubeconfig FILE]\n"
+    "                             [--hash ALGORITHM] [--all-modules] [--ca FILE] [-o table|yaml|json]\n";
 
 struct Row {
   std::string module;
   std::string unsigned_image;
   std::string image;
   std::string error;  // "" when signed
+  std::string signer;
   sign::SignImageResult result;
 };
 
@@ -78,9 +90,17 @@ absl::StatusOr<image::RegistryOptions> OptionsFor(const image::ImageRef& ref, co
   return o;
 }
 
+// What signing one Module takes: the key, and the registries' credentials.
+struct SignCredentials {
+  const sign::SigningKey* key = nullptr;
+  std::string docker_config;
+  std::string error;  // why there are none
+};
+using CredentialsFor = std::function<SignCredentials(const api::Module&, const api::Sign&)>;
+
 // Signs one Module's image for `kernel`; nullopt when the Module does not sign on it.
-std::optional<Row> SignOne(const api::Module& m, const std::string& kernel, const sign::SigningKey& key,
-                           bool all_modules, const std::string& ca, const std::string& docker_config) {
+std::optional<Row> SignOne(const api::Module& m, const std::string& kernel, const CredentialsFor& credentials,
+                           bool all_modules, const std::string& ca) {
   Row row;
   row.module = absl::StrCat(m.metadata.namespace_, "/", m.metadata.name);
   placement::CompiledModule cm(m);
@@ -105,6 +125,12 @@ std::optional<Row> SignOne(const api::Module& m, const std::string& kernel, cons
   }
   const api::Sign* s = &*sign;
   row.image = config.container_image;
+  const SignCredentials creds = credentials(m, *s);
+  if (!creds.error.empty()) {
+    row.error = creds.error;
+    return row;
+  }
+  const std::string& docker_config = creds.docker_config;
   auto vars = placement::TemplateVars(config.kernel_version, m.metadata.name, m.metadata.namespace_);
   if (!vars.ok()) {
     row.error = std::string(vars.status().message());
@@ -148,7 +174,8 @@ std::optional<Row> SignOne(const api::Module& m, const std::string& kernel, cons
   }
   req.all_modules = all_modules;
   req.modules_dir = absl::StrCat(config.modprobe.EffectiveDirName(), "/lib/modules/", config.kernel_version);
-  req.key = &key;
+  req.key = creds.key;
+  row.signer = creds.key->Signer();
   auto result = sign::SignImage(req);
   if (!result.ok()) {
     row.error = std::string(result.status().message());
@@ -156,6 +183,152 @@ std::optional<Row> SignOne(const api::Module& m, const std::string& kernel, cons
   }
   row.result = std::move(*result);
   return row;
+}
+
+int Print(const std::vector<Row>& rows, const std::string& kernel, const std::string& where,
+          const std::string& format, std::ostream& out, std::ostream& err) {
+  if (rows.empty()) {
+    err << "error: no Module in " << where << " signs on kernel " << kernel
+        << " (none has a mapping for it with sign, or a container sign)\n";
+    return 1;
+  }
+  bool ok = true;
+  for (const Row& r : rows) {
+    ok = ok && r.error.empty();
+  }
+  if (format == "table") {
+    std::vector<TableRow> table = {{"MODULE", "IMAGE", "DIGEST", "SIGNED", "RESULT"}};
+    for (const Row& r : rows) {
+      table.push_back({r.module, r.image, r.error.empty() ? r.result.manifest_digest.substr(0, 19) : "-",
+                       r.error.empty() ? std::to_string(r.result.signed_files.size()) : "-",
+                       r.error.empty() ? absl::StrCat("signed from ", r.unsigned_image) : r.error});
+    }
+    out << RenderTable(table);
+    for (const Row& r : rows) {
+      for (const std::string& f : r.result.signed_files) {
+        out << r.module << ": signed " << f << "\n";
+      }
+    }
+  } else {
+    Value list = Value::EmptyList();
+    for (const Row& r : rows) {
+      Value v = Value::EmptyMap();
+      v.Set("module", r.module);
+      v.Set("unsignedImage", r.unsigned_image);
+      v.Set("image", r.image);
+      if (!r.signer.empty()) {
+        v.Set("signer", r.signer);
+      }
+      if (r.error.empty()) {
+        v.Set("digest", r.result.manifest_digest);
+        Value files = Value::EmptyList();
+        for (const std::string& f : r.result.signed_files) {
+          files.Append(f);
+        }
+        v.Set("signedFiles", std::move(files));
+        v.Set("baseLayersMounted", static_cast<int64_t>(r.result.base_layers_mounted));
+        v.Set("bytesFetched", r.result.bytes_fetched);
+        v.Set("bytesPushed", r.result.bytes_pushed);
+      } else {
+        v.Set("error", r.error);
+      }
+      list.Append(std::move(v));
+    }
+    Value doc = Value::EmptyMap();
+    doc.Set("kernelVersion", kernel);
+    doc.Set("modules", std::move(list));
+    out << (format == "json" ? ToJson(doc) : ToYaml(doc));
+  }
+  return ok ? 0 : 1;
+}
+
+// --kubernetes: the cluster's Modules, each with the Secrets it names (KMM's layout: the key
+// under data.key of keySecret, the certificate under data.cert of certSecret; pull and push
+// credentials from imageRepoSecret). A Secret that cannot be read fails its Module only.
+int SignInCluster(const std::string& kubeconfig, const std::string& kernel, const std::string& hash,
+                  bool all_modules, const std::string& ca, const std::string& format, std::ostream& out,
+                  std::ostream& err) {
+  absl::StatusOr<kube::KubeConfig> config =
+      kubeconfig.empty() ? kube::InClusterConfig() : kube::LoadKubeconfig(kubeconfig);
+  if (!config.ok()) {
+    err << "error: " << config.status().message() << "\n";
+    return 1;
+  }
+  RealClock clock;
+  absl::StatusOr<std::unique_ptr<kube::RestKubeClient>> client = kube::RestKubeClient::Create(*config, clock);
+  if (!client.ok()) {
+    err << "error: " << client.status().message() << "\n";
+    return 1;
+  }
+  absl::StatusOr<kube::ObjectList> list =
+      (*client)->List(kube::ResourcePath("kmm.sigs.x-k8s.io/v1beta1", "modules"), {});
+  if (!list.ok()) {
+    err << "error: cannot list the cluster's Modules: " << list.status().message() << "\n";
+    return 1;
+  }
+  std::map<std::string, std::unique_ptr<sign::SigningKey>> keys;  // by namespace/key/cert
+  auto secret = [&](const std::string& ns, const std::string& name, const std::string& field,
+                    size_t max) -> absl::StatusOr<std::string> {
+    absl::StatusOr<Value> s = (*client)->Get(kube::ResourcePath("v1", "secrets", ns, name));
+    if (!s.ok()) {
+      return s.status();
+    }
+    return source::SecretValue(*s, field, max);
+  };
+  const CredentialsFor from_secrets = [&](const api::Module& m, const api::Sign& s) {
+    SignCredentials c;
+    const std::string& ns = m.metadata.namespace_;
+    if (!s.key_secret || !s.cert_secret) {
+      c.error = "sign needs keySecret and certSecret";
+      return c;
+    }
+    const std::string id = absl::StrCat(ns, "/", s.key_secret->name, "/", s.cert_secret->name);
+    if (keys.count(id) == 0) {
+      constexpr size_t kMaxKeyBytes = size_t{1} << 20;
+      absl::StatusOr<std::string> key = secret(ns, s.key_secret->name, "key", kMaxKeyBytes);
+      absl::StatusOr<std::string> cert = secret(ns, s.cert_secret->name, "cert", kMaxKeyBytes);
+      if (!key.ok() || !cert.ok()) {
+        c.error = absl::StrCat(!key.ok() ? "sign.keySecret: " : "sign.certSecret: ",
+                               (!key.ok() ? key.status() : cert.status()).message());
+        return c;
+      }
+      absl::StatusOr<sign::SigningKey> loaded = sign::SigningKey::Load(*key, *cert, hash);
+      if (!loaded.ok()) {
+        c.error = absl::StrCat("keySecret ", ns, "/", s.key_secret->name, " and certSecret ", ns, "/",
+                               s.cert_secret->name, ": ", loaded.status().message());
+        return c;
+      }
+      keys[id] = std::make_unique<sign::SigningKey>(std::move(*loaded));
+    }
+    c.key = keys[id].get();
+    if (m.spec.image_repo_secret && !m.spec.image_repo_secret->name.empty()) {
+      absl::StatusOr<Value> pull =
+          (*client)->Get(kube::ResourcePath("v1", "secrets", ns, m.spec.image_repo_secret->name));
+      absl::StatusOr<std::string> docker = pull.ok() ? source::DockerConfigFromSecret(*pull)
+                                                     : absl::StatusOr<std::string>(pull.status());
+      if (!docker.ok()) {
+        c.error = absl::StrCat("spec.imageRepoSecret: ", docker.status().message());
+        return c;
+      }
+      c.docker_config = std::move(*docker);
+    }
+    return c;
+  };
+  std::vector<Row> rows;
+  for (const Value& item : list->items) {
+    absl::StatusOr<api::Module> m = source::ModuleFromObject(item);
+    if (!m.ok()) {
+      Row r;
+      r.module = absl::StrCat(StringAt(item, {"metadata", "namespace"}), "/", StringAt(item, {"metadata", "name"}));
+      r.error = absl::StrCat("the Module does not validate: ", m.status().message());
+      rows.push_back(std::move(r));
+      continue;
+    }
+    if (std::optional<Row> r = SignOne(*m, kernel, from_secrets, all_modules, ca)) {
+      rows.push_back(std::move(*r));
+    }
+  }
+  return Print(rows, kernel, "the cluster", format, out, err);
 }
 
 }  // namespace
@@ -175,10 +348,16 @@ int SignCommand(const std::vector<std::string>& args, std::ostream& out, std::os
       .Required();
   flags.Strings("--modules", "PATH", "a Module manifest or a directory of them", &module_paths);
   flags.String("--key", "FILE", "the signing key (PEM or DER, unencrypted: what sign.keySecret holds)",
-               &key_file)
-      .Required();
-  flags.String("--cert", "FILE", "its X.509 certificate (PEM or DER: what sign.certSecret holds)", &cert_file)
-      .Required();
+               &key_file);
+  flags.String("--cert", "FILE", "its X.509 certificate (PEM or DER: what sign.certSecret holds)", &cert_file);
+  bool kubernetes = false;
+  std::string kubeconfig;
+  flags.Switch("--kubernetes",
+               "the cluster's Modules instead, each signed with its keySecret and certSecret and\n"
+               "pushed with its imageRepoSecret",
+               &kubernetes);
+  flags.String("--kubeconfig", "FILE", "with --kubernetes: the client configuration (default: in-cluster)",
+               &kubeconfig);
   flags.OneOf("--hash", "ALGORITHM", "the signature's hash, as CONFIG_MODULE_SIG_HASH (default sha256)", &hash,
               {"sha256", "sha384", "sha512", "sha224", "sha1"});
   flags.Switch("--all-modules",
@@ -192,8 +371,18 @@ int SignCommand(const std::vector<std::string>& args, std::ostream& out, std::os
   if (std::optional<int> exit = flags.ParseOrExit(args, out, err)) {
     return *exit;
   }
-  if (module_paths.empty()) {
-    return flags.UsageError(err, "--modules is required (a Module manifest or a directory of them)");
+  if (module_paths.empty() == !kubernetes) {
+    return flags.UsageError(err, "give --modules (Module manifests or directories) or --kubernetes, one of them");
+  }
+  if (kubernetes) {
+    if (!key_file.empty() || !cert_file.empty() || !docker_config_file.empty()) {
+      return flags.UsageError(err, "--key, --cert and --docker-config go with --modules: with --kubernetes "
+                                   "each Module's keySecret, certSecret and imageRepoSecret give them");
+    }
+    return SignInCluster(kubeconfig, kernel, hash, all_modules, ca, format, out, err);
+  }
+  if (key_file.empty() || cert_file.empty()) {
+    return flags.UsageError(err, "--modules needs --key and --cert (the signing key and its certificate)");
   }
   const absl::StatusOr<std::string> key_text = ReadFile(key_file);
   const absl::StatusOr<std::string> cert_text = ReadFile(cert_file);
@@ -224,63 +413,16 @@ int SignCommand(const std::vector<std::string>& args, std::ostream& out, std::os
     err << "error: nothing signed: fix the errors above\n";
     return 1;
   }
+  const CredentialsFor from_files = [&](const api::Module&, const api::Sign&) {
+    return SignCredentials{&*key, docker_config, ""};
+  };
   std::vector<Row> rows;
   for (const auto& m : mods.modules) {
-    if (std::optional<Row> r = SignOne(m.object, kernel, *key, all_modules, ca, docker_config)) {
+    if (std::optional<Row> r = SignOne(m.object, kernel, from_files, all_modules, ca)) {
       rows.push_back(std::move(*r));
     }
   }
-  if (rows.empty()) {
-    err << "error: no Module in --modules " << JoinPaths(module_paths) << " signs on kernel " << kernel
-        << " (none has a mapping for it with sign, or a container sign)\n";
-    return 1;
-  }
-  bool ok = true;
-  for (const Row& r : rows) {
-    ok = ok && r.error.empty();
-  }
-  if (format == "table") {
-    std::vector<TableRow> table = {{"MODULE", "IMAGE", "DIGEST", "SIGNED", "RESULT"}};
-    for (const Row& r : rows) {
-      table.push_back({r.module, r.image, r.error.empty() ? r.result.manifest_digest.substr(0, 19) : "-",
-                       r.error.empty() ? std::to_string(r.result.signed_files.size()) : "-",
-                       r.error.empty() ? absl::StrCat("signed from ", r.unsigned_image) : r.error});
-    }
-    out << RenderTable(table);
-    for (const Row& r : rows) {
-      for (const std::string& f : r.result.signed_files) {
-        out << r.module << ": signed " << f << "\n";
-      }
-    }
-  } else {
-    Value list = Value::EmptyList();
-    for (const Row& r : rows) {
-      Value v = Value::EmptyMap();
-      v.Set("module", r.module);
-      v.Set("unsignedImage", r.unsigned_image);
-      v.Set("image", r.image);
-      if (r.error.empty()) {
-        v.Set("digest", r.result.manifest_digest);
-        Value files = Value::EmptyList();
-        for (const std::string& f : r.result.signed_files) {
-          files.Append(f);
-        }
-        v.Set("signedFiles", std::move(files));
-        v.Set("baseLayersMounted", static_cast<int64_t>(r.result.base_layers_mounted));
-        v.Set("bytesFetched", r.result.bytes_fetched);
-        v.Set("bytesPushed", r.result.bytes_pushed);
-      } else {
-        v.Set("error", r.error);
-      }
-      list.Append(std::move(v));
-    }
-    Value doc = Value::EmptyMap();
-    doc.Set("kernelVersion", kernel);
-    doc.Set("signer", key->Signer());
-    doc.Set("modules", std::move(list));
-    out << (format == "json" ? ToJson(doc) : ToYaml(doc));
-  }
-  return ok ? 0 : 1;
+  return Print(rows, kernel, absl::StrCat("--modules ", JoinPaths(module_paths)), format, out, err);
 }
 
 }  // namespace kmodd::cli

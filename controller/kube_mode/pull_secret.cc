@@ -113,4 +113,32 @@ absl::StatusOr<std::string> DockerConfigFromSecret(const Value& secret) {
   return out;
 }
 
+absl::StatusOr<std::string> SecretValue(const Value& secret, const std::string& key, size_t max_bytes) {
+  const std::string name = absl::StrCat(StringAt(secret, {"metadata", "namespace"}), "/",
+                                        StringAt(secret, {"metadata", "name"}));
+  const std::string field = absl::StrCat("data[\"", Shown(key), "\"]");
+  const Value* data = Lookup(secret, {"data", key});
+  if (data == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("Secret ", name, " has no ", field));
+  }
+  if (!data->IsString()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Secret ", name, ": ", field, ": expected a string, got ", JsonTypeName(*data)));
+  }
+  const std::string& encoded = data->AsString();
+  if (encoded.size() / 4 * 3 > max_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("Secret ", name, ": ", field, ": about ",
+                                                   encoded.size() / 4 * 3, " bytes, more than ",
+                                                   max_bytes));
+  }
+  std::string out;
+  if (!absl::Base64Unescape(encoded, &out)) {
+    return absl::InvalidArgumentError(absl::StrCat("Secret ", name, ": ", field, ": not base64"));
+  }
+  if (out.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("Secret ", name, ": ", field, ": empty"));
+  }
+  return out;
+}
+
 }  // namespace kmodd::source

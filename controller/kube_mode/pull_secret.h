@@ -34,6 +34,13 @@ inline constexpr JsonLimits kDockerConfigLimits{32, 10000, 200000};
 // <namespace>/<name>" and name the field.
 [[nodiscard]] absl::StatusOr<std::string> DockerConfigFromSecret(const Value& secret);
 
+// One value of a Secret (an object as the API returns it), base64-decoded: KMM's signing
+// Secrets hold the key under data.key and the certificate under data.cert. Errors begin
+// "Secret <namespace>/<name>" and name the field: no such key, not a string, not base64, or
+// more than max_bytes decoded (checked before decoding).
+[[nodiscard]] absl::StatusOr<std::string> SecretValue(const Value& secret, const std::string& key,
+                                                      size_t max_bytes);
+
 // Pure: the shape check of a decoded .dockerconfigjson; InvalidArgument naming the field
 // relative to the content ("auths[\"reg\"].auth: expected a string, got a number").
 [[nodiscard]] absl::Status CheckDockerConfig(std::string_view json);

@@ -6,7 +6,8 @@
 # image; Failure at once for a missing image, never an endless InProgress; Failure for no
 # mapping; Failure naming a missing pull Secret), the same verdicts from `preflight
 # --kubernetes`, an edit of the spec checks again, an object kmodd cannot act on is logged
-# and left alone. Fails, never skips, without the
+# and left alone; then `sign --kubernetes` with the key and certificate from the Module's
+# Secrets, which preflight then finds signed. Fails, never skips, without the
 # harness, the registry tools or the rig.
 #
 # usage: kube_preflight_test.sh BIN_DIR SOURCE_DIR
@@ -150,4 +151,56 @@ YAML
 eventually 20 grep -q 'PreflightValidation two-parts: spec.kernelVersion: \\"6.1\\" has fewer than three parts' "$dir/ctl.log" \
   || fail "the bad PreflightValidation is not logged naming its field"
 [[ -z $(k get pfv two-parts -o jsonpath='{.status}') ]] || fail "a status was written for a PreflightValidation kmodd cannot act on"
+step "sign --kubernetes: the key and certificate from the Module's Secrets (KMM's data.key, data.cert)"
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$dir/key.pem" -out "$dir/cert.pem" -days 2 \
+  -subj "/CN=kmodd cluster signing key" >/dev/null 2>&1 || fail "openssl req failed"
+k -n kmm-demo create secret generic signing-key --from-file=key="$dir/key.pem" >/dev/null
+k -n kmm-demo create secret generic signing-cert --from-file=cert="$dir/cert.pem" >/dev/null
+k -n kmm-demo create secret generic wrong-cert --from-file=certificate="$dir/cert.pem" >/dev/null
+signed_module() {  # signed_module NAME CERT_SECRET
+  k apply -f - >/dev/null <<YAML
+apiVersion: kmm.sigs.x-k8s.io/v1beta1
+kind: Module
+metadata: {name: $1, namespace: kmm-demo}
+spec:
+  selector: {kmodd.io/preflight: "true"}
+  moduleLoader:
+    container:
+      modprobe: {moduleName: kmm_ci_a}
+      kernelMappings:
+        - regexp: '^.+$'
+          containerImage: "$KMODD_REGISTRY/kmodd/pf:$1-\${KERNEL_FULL_VERSION}"
+          registryTLS: {insecure: true}
+          sign:
+            unsignedImage: "$KMODD_REGISTRY/kmodd/pf:good"
+            unsignedImageRegistryTLS: {insecure: true}
+            keySecret: {name: signing-key}
+            certSecret: {name: $2}
+            filesToSign: ["/opt/lib/modules/\${KERNEL_FULL_VERSION}/*.ko"]
+YAML
+}
+signed_module signed signing-cert
+signed_module badly-signed wrong-cert
+rc=0
+"$bin/kmodd-controller" sign --kubernetes --kubeconfig "$dir/controller.kubeconfig" --kernel "$K" -o json \
+  >"$dir/sign.json" 2>"$dir/sign.log" || rc=$?
+((rc == 1)) || { cat "$dir/sign.json" "$dir/sign.log"; fail "sign --kubernetes: exit $rc with one Module failing (want 1)"; }
+python3 - "$dir/sign.json" <<'PY' || { cat "$dir/sign.json"; fail "sign --kubernetes: not the expected result"; }
+import json, sys
+got = {m["module"]: m for m in json.load(open(sys.argv[1]))["modules"]}
+assert sorted(got) == ["kmm-demo/badly-signed", "kmm-demo/signed"], sorted(got)  # the others do not sign
+s = got["kmm-demo/signed"]
+assert s.get("signer") == "kmodd cluster signing key" and len(s["signedFiles"]) == 5, s
+assert 'Secret kmm-demo/wrong-cert has no data["cert"]' in got["kmm-demo/badly-signed"]["error"], got["kmm-demo/badly-signed"]
+PY
+rc=0
+"$bin/kmodd-controller" preflight --kubernetes --kubeconfig "$dir/controller.kubeconfig" --kernel "$K" -o json \
+  >"$dir/cli2.json" 2>/dev/null || rc=$?
+python3 - "$dir/cli2.json" <<'PY' || { cat "$dir/cli2.json"; fail "preflight of the signed Module"; }
+import json, sys
+got = {m["name"]: m for m in json.load(open(sys.argv[1]))["modules"]}
+assert got["signed"]["verificationStatus"] == "Success", got["signed"]
+assert "every module is signed" in got["signed"]["found"], got["signed"]
+assert got["badly-signed"]["verificationStage"] == "Image", got["badly-signed"]  # never pushed
+PY
 echo "ok: kube preflight"

@@ -70,7 +70,7 @@ import json, sys
 d = json.load(open(sys.argv[1])); K = sys.argv[2]
 m = d["modules"][0]
 want = [f"/opt/lib/modules/{K}/{n}.ko" for n in ("kmm_ci_a", "kmm_ci_dep_base", "kmm_ci_dep_user", "kmm_ci_fw")]
-assert d["signer"] == "kmodd test signing key", d["signer"]
+assert m["signer"] == "kmodd test signing key", m
 assert m["signedFiles"] == want, m["signedFiles"]
 assert m["image"].endswith(f"kmodd/drv:signed-{K}"), m["image"]
 assert m["baseLayersMounted"] == 1, m  # same repository: the base layer is not sent again

@@ -173,3 +173,48 @@ TEST_CASE("the shape check reads what the agent reads: auths entries with string
   CHECK(absl::IsInvalidArgument(huge));
   CHECK(huge.message().find("more than the") != std::string::npos);
 }
+
+namespace {
+
+TEST_CASE("a signing Secret's value: decoded, or refused naming the Secret and the field") {
+  using kmodd::source::SecretValue;
+  Value data = Value::EmptyMap();
+  data.Set("key", absl::Base64Escape("-----BEGIN PRIVATE KEY-----\n..."));
+  auto v = SecretValue(SecretObject("Opaque", data), "key", 1 << 20);
+  REQUIRE(v.ok());
+  CHECK(*v == "-----BEGIN PRIVATE KEY-----\n...");
+
+  struct Case {
+    std::string name;
+    Value data;
+    std::string message;
+  };
+  auto with = [](const std::string& k, Value v) {
+    Value d = Value::EmptyMap();
+    d.Set(k, std::move(v));
+    return d;
+  };
+  const std::vector<Case> cases = {
+      {"no such key", with("cert", "Zm9v"), "Secret ns/pull has no data[\"key\"]"},
+      {"a number", with("key", 5), "data[\"key\"]: expected a string, got a number"},
+      {"a map", with("key", Value::EmptyMap()), "expected a string, got an object"},
+      {"not base64", with("key", "!!!not base64!!!"), "data[\"key\"]: not base64"},
+      {"empty", with("key", ""), "data[\"key\"]: empty"},
+      {"too large", with("key", std::string(2 << 20, 'A')), "more than 1048576"},
+  };
+  for (const Case& c : cases) {
+    SECTION(c.name) {
+      auto r = SecretValue(SecretObject("Opaque", c.data), "key", 1 << 20);
+      REQUIRE_FALSE(r.ok());
+      CHECK_THAT(std::string(r.status().message()), Catch::Contains(c.message));
+    }
+  }
+  SECTION("no data at all") {
+    Value s = SecretObject("Opaque", Value::EmptyMap());
+    auto r = SecretValue(s, "key", 1 << 20);
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(std::string(r.status().message()), Catch::Contains("has no data[\"key\"]"));
+  }
+}
+
+}  // namespace
