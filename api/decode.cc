@@ -564,6 +564,29 @@ void DecodeObject(const YAML::Node& doc, const std::string& path, ReadContext& c
     DecodePolicy(doc, line, ctx, out);
     return;
   }
+  if (tm.kind == "ConfigMap") {
+    if (tm.api_version != "v1") {
+      ctx.Error(doc, where + "apiVersion",
+                absl::StrCat("\"", tm.api_version, "\" is not supported for kind ConfigMap; use v1"));
+      return;
+    }
+    const size_t errors_before = ctx.errors.size();
+    ConfigMap cm;
+    YamlReader r(ctx, doc, "", /*warn_unknown=*/false);
+    r.Object("metadata", cm.metadata, ReadMeta);
+    if (cm.metadata.namespace_.empty()) {
+      cm.metadata.namespace_ = "default";
+    }
+    ctx.object = absl::StrCat("ConfigMap ", cm.metadata.namespace_, "/", cm.metadata.name);
+    if (cm.metadata.name.empty()) {
+      ctx.Error(doc, "metadata.name", "missing; every ConfigMap needs a name");
+    }
+    r.StringMap("data", cm.data);
+    if (ctx.errors.size() == errors_before) {
+      out.config_maps.push_back(Located<ConfigMap>{std::move(cm), ctx.source, line, {}});
+    }
+    return;
+  }
   if (tm.kind == "Node") {
     const size_t errors_before = ctx.errors.size();
     Node n;

@@ -41,8 +41,15 @@ struct Located {
   }
 };
 
+// A v1 ConfigMap, as standalone mode reads a Module's build.dockerfileConfigMap beside it.
+struct ConfigMap {
+  ObjectMeta metadata;
+  std::map<std::string, std::string> data;
+};
+
 struct Decoded {
   std::vector<Located<Module>> modules;
+  std::vector<Located<ConfigMap>> config_maps;  // v1 ConfigMaps (build Dockerfiles)
   std::vector<Located<Node>> nodes;
   std::vector<Located<NodeModulesConfig>> node_modules_configs;
   std::vector<Located<ModulePolicy>> policies;  // kmodd.io/v1alpha1 ModulePolicy
@@ -51,8 +58,8 @@ struct Decoded {
 };
 
 // Decodes every document in `text`; `source` names it in diagnostics. Objects with
-// errors are not returned. Kinds other than Module, Node, NodeModulesConfig and kmodd's
-// ModulePolicy are skipped with a warning.
+// errors are not returned. Kinds other than Module, Node, NodeModulesConfig, ConfigMap and
+// kmodd's ModulePolicy are skipped with a warning.
 Decoded DecodeDocuments(std::string_view text, std::string_view source);
 
 // Appends the decoding of `text` to `into`.

@@ -14,6 +14,7 @@ int PlanCommand(const std::vector<std::string>& args, std::ostream& out, std::os
 int RunCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int StatusCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int PreflightCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int BuildCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int SignCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int RolloutCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 

@@ -24,6 +24,7 @@ constexpr Command kCommands[] = {
     {"run", kmodd::cli::RunCommand, "serve agents: Modules from a watched directory (standalone)"},
     {"status", kmodd::cli::StatusCommand, "show Module status as the running controller wrote it"},
     {"preflight", kmodd::cli::PreflightCommand, "check that every Module has a working driver for a kernel"},
+    {"build", kmodd::cli::BuildCommand, "build a Module's image for a kernel with buildah (KMM's build)"},
     {"sign", kmodd::cli::SignCommand, "sign a Module's unsignedImage into its containerImage (KMM's sign)"},
     {"rollout", kmodd::cli::RolloutCommand, "a Module's rollout: status, pause, resume, undo"},
 };

@@ -208,7 +208,7 @@ items:
       nodeInfo: {kernelVersion: 6.1.0-27-cloud-amd64, bootID: b-1, architecture: amd64}
       capacity: {cpu: "4"}
   - apiVersion: v1
-    kind: ConfigMap
+    kind: Secret
     metadata: {name: skipped}
 )", "s.yaml");
   INFO(Messages(d.errors));
@@ -225,7 +225,48 @@ items:
   // Node fields kmodd does not read are not warned about; other kinds are skipped with one.
   REQUIRE(d.warnings.size() == 1);
   CHECK(d.warnings[0].path == "items[2].kind");
-  CHECK(d.warnings[0].message.find("ConfigMap") != std::string::npos);
+  CHECK(d.warnings[0].message.find("Secret") != std::string::npos);
+}
+
+TEST_CASE("ConfigMaps (a Module's build Dockerfile in standalone mode) are read, or refused naming the field") {
+  Decoded d = DecodeDocuments(R"(
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: dockerfile, namespace: ns}
+data:
+  dockerfile: |
+    FROM scratch
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: no-namespace}
+)", "c.yaml");
+  INFO(Messages(d.errors));
+  REQUIRE(d.errors.empty());
+  CHECK(d.warnings.empty());
+  REQUIRE(d.config_maps.size() == 2);
+  CHECK(d.config_maps[0].object.metadata.namespace_ == "ns");
+  CHECK(d.config_maps[0].object.data.at("dockerfile") == "FROM scratch\n");
+  CHECK(d.config_maps[1].object.metadata.namespace_ == "default");
+  Decoded bad = DecodeDocuments(R"(
+apiVersion: v2
+kind: ConfigMap
+metadata: {name: a}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: b}
+data: {dockerfile: [not, a, string]}
+)", "bad.yaml");
+  CHECK(bad.config_maps.empty());
+  const std::string messages = Messages(bad.errors);
+  CHECK_THAT(messages, Catch::Contains("\"v2\" is not supported for kind ConfigMap; use v1"));
+  CHECK_THAT(messages, Catch::Contains("metadata.name: missing; every ConfigMap needs a name"));
+  CHECK_THAT(messages, Catch::Contains("ConfigMap default/b: data[\"dockerfile\"]: expected a string, got a list"));
 }
 
 TEST_CASE("a type error names the field path and what was expected") {

@@ -167,9 +167,9 @@ PY
     # The missing path is named once; a skipped document names its kind once.
     expect_rc 1 "$bin" validate -f "$tmp/does-not-exist.yaml"
     [ "$(grep -o "does-not-exist.yaml" "$tmp/err" | wc -l)" -eq 1 ] || { cat "$tmp/err"; fail "path printed more than once"; }
-    printf 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n' > "$tmp/cm.yaml"
+    printf 'apiVersion: v1\nkind: Secret\nmetadata:\n  name: x\n' > "$tmp/cm.yaml"
     expect_rc 1 "$bin" validate -f "$tmp/cm.yaml"
-    expect_in "$tmp/err" "kind: ConfigMap is not read by kmodd; document skipped"
+    expect_in "$tmp/err" "kind: Secret is not read by kmodd; document skipped"
     ;;
   *)
     fail "unknown case $case_name"
