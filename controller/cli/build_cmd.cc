@@ -29,35 +29,6 @@ constexpr char kUsage[] =
     "                              [--attempts N] [--work DIR] [--key FILE --cert FILE]\n"
     "                              [-o table|yaml|json]\n";
 
-// The build a kernel mapping gets, as KMM merges the two levels: the container's, with the
-// mapping's dockerfileConfigMap replacing its own, buildArgs merged by name (the mapping's
-// win, new names appended), secrets appended; the mapping's selector, kanikoParams and
-// baseImageRegistryTLS are ignored. nullopt when neither builds.
-std::optional<api::Build> EffectiveBuild(const api::ModuleLoaderContainerSpec& c, const api::KernelMapping* km) {
-  const std::optional<api::Build> none;
-  const std::optional<api::Build>& mapping = km != nullptr ? km->build : none;
-  if (!c.build) {
-    return mapping;
-  }
-  if (!mapping) {
-    return c.build;
-  }
-  api::Build b = *c.build;
-  if (mapping->dockerfile_config_map) {
-    b.dockerfile_config_map = mapping->dockerfile_config_map;
-  }
-  for (const api::BuildArg& a : mapping->build_args) {
-    auto it = std::find_if(b.build_args.begin(), b.build_args.end(), [&](const auto& x) { return x.name == a.name; });
-    if (it != b.build_args.end()) {
-      it->value = a.value;
-    } else {
-      b.build_args.push_back(a);
-    }
-  }
-  b.secrets.insert(b.secrets.end(), mapping->secrets.begin(), mapping->secrets.end());
-  return b;
-}
-
 struct Row {
   std::string module;
   std::string image;
@@ -95,7 +66,7 @@ std::optional<Row> BuildOne(const api::Module& m, const api::Decoded& decoded, c
   const placement::ResolvedConfig& config = **resolved;
   auto index = cm.FindMapping(config.kernel_version);
   const api::KernelMapping* km = index.ok() && index->has_value() ? &loader->kernel_mappings[**index] : nullptr;
-  const std::optional<api::Build> b = EffectiveBuild(*loader, km);
+  const std::optional<api::Build> b = placement::MergedBuild(*loader, km);
   if (!b) {
     return std::nullopt;
   }
@@ -168,7 +139,7 @@ std::optional<Row> BuildOne(const api::Module& m, const api::Decoded& decoded, c
     return row;
   }
   row.result = *built;
-  const std::optional<api::Sign>& sign = km != nullptr && km->sign ? km->sign : loader->sign;
+  const std::optional<api::Sign> sign = placement::MergedSign(*loader, km);
   if (sign && in.key != nullptr && built->built) {
     // KMM's order: the built image, then signed in place under the same name.
     sign::SignImageRequest s;

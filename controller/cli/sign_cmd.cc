@@ -47,32 +47,6 @@ struct Row {
   sign::SignImageResult result;
 };
 
-// The sign a kernel mapping gets, as KMM merges the two levels: the mapping's unsignedImage,
-// keySecret and certSecret override the container's when set, filesToSign is appended, and
-// unsignedImageRegistryTLS comes from the container level only. nullopt when neither signs.
-std::optional<api::Sign> EffectiveSign(const api::ModuleLoaderContainerSpec& c, const api::KernelMapping* km) {
-  const std::optional<api::Sign> none;
-  const std::optional<api::Sign>& mapping = km != nullptr ? km->sign : none;
-  if (!c.sign) {
-    return mapping;
-  }
-  if (!mapping) {
-    return c.sign;
-  }
-  api::Sign s = *c.sign;
-  if (!mapping->unsigned_image.empty()) {
-    s.unsigned_image = mapping->unsigned_image;
-  }
-  if (mapping->key_secret) {
-    s.key_secret = mapping->key_secret;
-  }
-  if (mapping->cert_secret) {
-    s.cert_secret = mapping->cert_secret;
-  }
-  s.files_to_sign.insert(s.files_to_sign.end(), mapping->files_to_sign.begin(), mapping->files_to_sign.end());
-  return s;
-}
-
 // Registry options for `ref` with `tls` and the credentials the docker config has for it.
 absl::StatusOr<image::RegistryOptions> OptionsFor(const image::ImageRef& ref, const api::TlsOptions& tls,
                                                   const std::string& ca, const std::string& docker_config) {
@@ -119,7 +93,7 @@ std::optional<Row> SignOne(const api::Module& m, const std::string& kernel, cons
   const placement::ResolvedConfig& config = **resolved;
   auto index = cm.FindMapping(config.kernel_version);
   const api::KernelMapping* km = index.ok() && index->has_value() ? &loader->kernel_mappings[**index] : nullptr;
-  const std::optional<api::Sign> sign = EffectiveSign(*loader, km);
+  const std::optional<api::Sign> sign = placement::MergedSign(*loader, km);
   if (!sign) {
     return std::nullopt;
   }

@@ -1,5 +1,7 @@
 #include "controller/placement/mapping.h"
 
+#include <algorithm>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "controller/placement/kernel_version.h"
@@ -95,6 +97,61 @@ absl::StatusOr<std::optional<ResolvedConfig>> CompiledModule::Resolve(
   }
   r.container_image = std::move(*substituted);
   return r;
+}
+
+// The build a kernel mapping gets, as KMM merges the two levels: the container's, with the
+// mapping's dockerfileConfigMap replacing its own, buildArgs merged by name (the mapping's
+// win, new names appended), secrets appended; the mapping's selector, kanikoParams and
+// baseImageRegistryTLS are ignored. nullopt when neither builds.
+std::optional<api::Build> MergedBuild(const api::ModuleLoaderContainerSpec& c, const api::KernelMapping* km) {
+  const std::optional<api::Build> none;
+  const std::optional<api::Build>& mapping = km != nullptr ? km->build : none;
+  if (!c.build) {
+    return mapping;
+  }
+  if (!mapping) {
+    return c.build;
+  }
+  api::Build b = *c.build;
+  if (mapping->dockerfile_config_map) {
+    b.dockerfile_config_map = mapping->dockerfile_config_map;
+  }
+  for (const api::BuildArg& a : mapping->build_args) {
+    auto it = std::find_if(b.build_args.begin(), b.build_args.end(), [&](const auto& x) { return x.name == a.name; });
+    if (it != b.build_args.end()) {
+      it->value = a.value;
+    } else {
+      b.build_args.push_back(a);
+    }
+  }
+  b.secrets.insert(b.secrets.end(), mapping->secrets.begin(), mapping->secrets.end());
+  return b;
+}
+
+// The sign a kernel mapping gets, as KMM merges the two levels: the mapping's unsignedImage,
+// keySecret and certSecret override the container's when set, filesToSign is appended, and
+// unsignedImageRegistryTLS comes from the container level only. nullopt when neither signs.
+std::optional<api::Sign> MergedSign(const api::ModuleLoaderContainerSpec& c, const api::KernelMapping* km) {
+  const std::optional<api::Sign> none;
+  const std::optional<api::Sign>& mapping = km != nullptr ? km->sign : none;
+  if (!c.sign) {
+    return mapping;
+  }
+  if (!mapping) {
+    return c.sign;
+  }
+  api::Sign s = *c.sign;
+  if (!mapping->unsigned_image.empty()) {
+    s.unsigned_image = mapping->unsigned_image;
+  }
+  if (mapping->key_secret) {
+    s.key_secret = mapping->key_secret;
+  }
+  if (mapping->cert_secret) {
+    s.cert_secret = mapping->cert_secret;
+  }
+  s.files_to_sign.insert(s.files_to_sign.end(), mapping->files_to_sign.begin(), mapping->files_to_sign.end());
+  return s;
 }
 
 }  // namespace kmodd::placement

@@ -54,4 +54,14 @@ class CompiledModule {
   std::vector<std::unique_ptr<RE2>> regexps_;  // parallel to kernel_mappings; null for literals
 };
 
+// The build and the sign a kernel mapping gets, as KMM merges the container's with the
+// mapping's (KMM.md §4): for build, the container's with the mapping's dockerfileConfigMap
+// replacing its own, buildArgs merged by name (the mapping's win, new names appended),
+// secrets appended, the mapping's selector, kanikoParams and baseImageRegistryTLS ignored;
+// for sign, the mapping's unsignedImage, keySecret and certSecret winning when set,
+// filesToSign appended, unsignedImageRegistryTLS from the container. Either level alone is
+// used as it is; nullopt when neither has one. `mapping` may be null.
+std::optional<api::Build> MergedBuild(const api::ModuleLoaderContainerSpec& c, const api::KernelMapping* mapping);
+std::optional<api::Sign> MergedSign(const api::ModuleLoaderContainerSpec& c, const api::KernelMapping* mapping);
+
 }  // namespace kmodd::placement
