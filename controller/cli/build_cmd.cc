@@ -51,25 +51,16 @@ std::optional<Row> BuildOne(const api::Module& m, const api::Decoded& decoded, c
   Row row;
   row.module = absl::StrCat(m.metadata.namespace_, "/", m.metadata.name);
   placement::CompiledModule cm(m);
-  const api::ModuleLoaderContainerSpec* loader = cm.loader();
-  if (loader == nullptr) {
-    return std::nullopt;
-  }
-  auto resolved = cm.Resolve(in.kernel);
-  if (!resolved.ok()) {
-    row.error = std::string(resolved.status().message());
+  auto plan = cm.PlanFor(in.kernel);
+  if (!plan.ok()) {
+    row.error = std::string(plan.status().message());
     return row;
   }
-  if (!resolved->has_value()) {
-    return std::nullopt;
+  if (!plan->has_value() || !(*plan)->build) {
+    return std::nullopt;  // no mapping for the kernel, or it does not build
   }
-  const placement::ResolvedConfig& config = **resolved;
-  auto index = cm.FindMapping(config.kernel_version);
-  const api::KernelMapping* km = index.ok() && index->has_value() ? &loader->kernel_mappings[**index] : nullptr;
-  const std::optional<api::Build> b = placement::MergedBuild(*loader, km);
-  if (!b) {
-    return std::nullopt;
-  }
+  const placement::ResolvedConfig& config = (*plan)->config;
+  const std::optional<api::Build>& b = (*plan)->build;
   row.image = config.container_image;
   if (!b->secrets.empty()) {
     row.error = "build.secrets: standalone builds mount no Secrets yet (give the files with --volume)";
@@ -93,11 +84,7 @@ std::optional<Row> BuildOne(const api::Module& m, const api::Decoded& decoded, c
                              " has no data.dockerfile (KMM's key for the Dockerfile)");
     return row;
   }
-  auto vars = placement::TemplateVars(config.kernel_version, m.metadata.name, m.metadata.namespace_);
-  if (!vars.ok()) {
-    row.error = std::string(vars.status().message());
-    return row;
-  }
+  const placement::Vars* vars = &(*plan)->vars;
   build::BuildRequest req;
   req.spec.dockerfile = dockerfile->second;
   req.spec.args = *vars;  // KERNEL_FULL_VERSION, KERNEL_VERSION, ..., MOD_NAME, MOD_NAMESPACE
@@ -139,7 +126,7 @@ std::optional<Row> BuildOne(const api::Module& m, const api::Decoded& decoded, c
     return row;
   }
   row.result = *built;
-  const std::optional<api::Sign> sign = placement::MergedSign(*loader, km);
+  const std::optional<api::Sign>& sign = (*plan)->sign;
   if (sign && in.key != nullptr && built->built) {
     // KMM's order: the built image, then signed in place under the same name.
     sign::SignImageRequest s;

@@ -1,5 +1,7 @@
 #include "controller/cli/inputs.h"
 
+#include "controller/kube/config.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -101,6 +103,16 @@ void PrintDiagnostics(const api::Decoded& d, std::ostream& err) {
   for (const auto& e : d.errors) {
     err << "error: " << e.ToString() << "\n";
   }
+}
+
+absl::StatusOr<std::unique_ptr<kube::RestKubeClient>> KubeClientFor(const std::string& kubeconfig,
+                                                                   const Clock& clock) {
+  absl::StatusOr<kube::KubeConfig> config =
+      kubeconfig.empty() ? kube::InClusterConfig() : kube::LoadKubeconfig(kubeconfig);
+  if (!config.ok()) {
+    return config.status();
+  }
+  return kube::RestKubeClient::Create(*config, clock);
 }
 
 }  // namespace kmodd::cli

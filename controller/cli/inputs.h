@@ -2,11 +2,14 @@
 
 // Reading Module and Node documents from the paths given on the command line.
 
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "api/decode.h"
+#include "common/clock.h"
+#include "controller/kube/rest_client.h"
 
 namespace kmodd::cli {
 
@@ -23,6 +26,11 @@ std::string JoinPaths(const std::vector<std::string>& paths);
 // Kubernetes acts on (api::KubernetesOnlyFields) are warnings: these commands read Modules
 // without it.
 void ValidateDecoded(api::Decoded& d);
+
+// --kubernetes: the API client from --kubeconfig FILE, or the in-cluster configuration when
+// it is "". `clock` must outlive the client.
+[[nodiscard]] absl::StatusOr<std::unique_ptr<kube::RestKubeClient>> KubeClientFor(const std::string& kubeconfig,
+                                                                                const Clock& clock);
 
 // Prints warnings then errors, one per line.
 void PrintDiagnostics(const api::Decoded& d, std::ostream& err);

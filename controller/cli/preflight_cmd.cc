@@ -155,14 +155,8 @@ int PreflightCommand(const std::vector<std::string>& args, std::ostream& out, st
       return flags.UsageError(err, "--docker-config goes with --modules: with --kubernetes each Module's "
                                    "imageRepoSecret gives its credentials");
     }
-    absl::StatusOr<kube::KubeConfig> config =
-        kubeconfig.empty() ? kube::InClusterConfig() : kube::LoadKubeconfig(kubeconfig);
-    if (!config.ok()) {
-      err << "error: " << config.status().message() << "\n";
-      return 1;
-    }
     RealClock clock;
-    absl::StatusOr<std::unique_ptr<kube::RestKubeClient>> client = kube::RestKubeClient::Create(*config, clock);
+    absl::StatusOr<std::unique_ptr<kube::RestKubeClient>> client = KubeClientFor(kubeconfig, clock);
     if (!client.ok()) {
       err << "error: " << client.status().message() << "\n";
       return 1;

@@ -29,6 +29,7 @@
 #include "common/clock.h"
 #include "common/json.h"
 #include "controller/cli/commands.h"
+#include "controller/cli/inputs.h"
 #include "controller/cli/output.h"
 #include "controller/kube/config.h"
 #include "controller/kube/rest_client.h"
@@ -404,15 +405,8 @@ int RolloutCommand(const std::vector<std::string>& args, std::ostream& out, std:
     return 2;
   }
   if (kubernetes) {
-    absl::StatusOr<kube::KubeConfig> config =
-        kubeconfig.empty() ? kube::InClusterConfig() : kube::LoadKubeconfig(kubeconfig);
-    if (!config.ok()) {
-      err << "error: " << config.status().message() << "\n";
-      return 1;
-    }
     RealClock clock;
-    absl::StatusOr<std::unique_ptr<kube::RestKubeClient>> client =
-        kube::RestKubeClient::Create(*config, clock);
+    absl::StatusOr<std::unique_ptr<kube::RestKubeClient>> client = KubeClientFor(kubeconfig, clock);
     if (!client.ok()) {
       err << "error: " << client.status().message() << "\n";
       return 1;

@@ -78,25 +78,16 @@ std::optional<Row> SignOne(const api::Module& m, const std::string& kernel, cons
   Row row;
   row.module = absl::StrCat(m.metadata.namespace_, "/", m.metadata.name);
   placement::CompiledModule cm(m);
-  const api::ModuleLoaderContainerSpec* loader = cm.loader();
-  if (loader == nullptr) {
-    return std::nullopt;
-  }
-  auto resolved = cm.Resolve(kernel);
-  if (!resolved.ok()) {
-    row.error = std::string(resolved.status().message());
+  auto plan = cm.PlanFor(kernel);
+  if (!plan.ok()) {
+    row.error = std::string(plan.status().message());
     return row;
   }
-  if (!resolved->has_value()) {
-    return std::nullopt;  // no mapping for the kernel: nothing to sign
+  if (!plan->has_value() || !(*plan)->sign) {
+    return std::nullopt;  // no mapping for the kernel, or it does not sign
   }
-  const placement::ResolvedConfig& config = **resolved;
-  auto index = cm.FindMapping(config.kernel_version);
-  const api::KernelMapping* km = index.ok() && index->has_value() ? &loader->kernel_mappings[**index] : nullptr;
-  const std::optional<api::Sign> sign = placement::MergedSign(*loader, km);
-  if (!sign) {
-    return std::nullopt;
-  }
+  const placement::ResolvedConfig& config = (*plan)->config;
+  const std::optional<api::Sign>& sign = (*plan)->sign;
   const api::Sign* s = &*sign;
   row.image = config.container_image;
   const SignCredentials creds = credentials(m, *s);
@@ -105,11 +96,7 @@ std::optional<Row> SignOne(const api::Module& m, const std::string& kernel, cons
     return row;
   }
   const std::string& docker_config = creds.docker_config;
-  auto vars = placement::TemplateVars(config.kernel_version, m.metadata.name, m.metadata.namespace_);
-  if (!vars.ok()) {
-    row.error = std::string(vars.status().message());
-    return row;
-  }
+  const placement::Vars* vars = &(*plan)->vars;
   auto unsigned_image = placement::Substitute(s->unsigned_image, *vars);
   if (!unsigned_image.ok()) {
     row.error = absl::StrCat("sign.unsignedImage \"", s->unsigned_image, "\": ", unsigned_image.status().message());
@@ -222,14 +209,8 @@ int Print(const std::vector<Row>& rows, const std::string& kernel, const std::st
 int SignInCluster(const std::string& kubeconfig, const std::string& kernel, const std::string& hash,
                   bool all_modules, const std::string& ca, const std::string& format, std::ostream& out,
                   std::ostream& err) {
-  absl::StatusOr<kube::KubeConfig> config =
-      kubeconfig.empty() ? kube::InClusterConfig() : kube::LoadKubeconfig(kubeconfig);
-  if (!config.ok()) {
-    err << "error: " << config.status().message() << "\n";
-    return 1;
-  }
   RealClock clock;
-  absl::StatusOr<std::unique_ptr<kube::RestKubeClient>> client = kube::RestKubeClient::Create(*config, clock);
+  absl::StatusOr<std::unique_ptr<kube::RestKubeClient>> client = KubeClientFor(kubeconfig, clock);
   if (!client.ok()) {
     err << "error: " << client.status().message() << "\n";
     return 1;

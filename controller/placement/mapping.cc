@@ -103,6 +103,32 @@ absl::StatusOr<std::optional<ResolvedConfig>> CompiledModule::Resolve(
 // mapping's dockerfileConfigMap replacing its own, buildArgs merged by name (the mapping's
 // win, new names appended), secrets appended; the mapping's selector, kanikoParams and
 // baseImageRegistryTLS are ignored. nullopt when neither builds.
+absl::StatusOr<std::optional<CompiledModule::KernelPlan>> CompiledModule::PlanFor(std::string_view kernel) const {
+  const api::ModuleLoaderContainerSpec* c = loader();
+  if (c == nullptr) {
+    return std::nullopt;
+  }
+  absl::StatusOr<std::optional<ResolvedConfig>> resolved = Resolve(kernel);
+  if (!resolved.ok() || !resolved->has_value()) {
+    return resolved.status().ok() ? absl::StatusOr<std::optional<KernelPlan>>(std::nullopt)
+                                  : absl::StatusOr<std::optional<KernelPlan>>(resolved.status());
+  }
+  KernelPlan plan;
+  plan.config = **resolved;
+  absl::StatusOr<std::optional<size_t>> index = FindMapping(plan.config.kernel_version);
+  if (index.ok() && index->has_value()) {
+    plan.mapping = &c->kernel_mappings[**index];
+  }
+  plan.build = MergedBuild(*c, plan.mapping);
+  plan.sign = MergedSign(*c, plan.mapping);
+  absl::StatusOr<Vars> vars = TemplateVars(plan.config.kernel_version, module_.metadata.name, module_.metadata.namespace_);
+  if (!vars.ok()) {
+    return vars.status();
+  }
+  plan.vars = std::move(*vars);
+  return plan;
+}
+
 std::optional<api::Build> MergedBuild(const api::ModuleLoaderContainerSpec& c, const api::KernelMapping* km) {
   const std::optional<api::Build> none;
   const std::optional<api::Build>& mapping = km != nullptr ? km->build : none;

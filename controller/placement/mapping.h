@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "api/module.h"
+#include "controller/placement/kernel_version.h"
 
 namespace kmodd::placement {
 
@@ -48,6 +49,18 @@ class CompiledModule {
 
   // The resolved configuration for `kernel`, nullopt when no mapping matches.
   [[nodiscard]] absl::StatusOr<std::optional<ResolvedConfig>> Resolve(std::string_view kernel) const;
+
+  // What building, signing and checking the Module's driver for `kernel` need: the resolved
+  // configuration, the mapping that matched, the merged build and sign (MergedBuild,
+  // MergedSign) and KMM's template variables. nullopt when no mapping matches.
+  struct KernelPlan {
+    ResolvedConfig config;
+    const api::KernelMapping* mapping = nullptr;  // into this CompiledModule
+    std::optional<api::Build> build;
+    std::optional<api::Sign> sign;
+    Vars vars;
+  };
+  [[nodiscard]] absl::StatusOr<std::optional<KernelPlan>> PlanFor(std::string_view kernel) const;
 
  private:
   api::Module module_;

@@ -336,23 +336,20 @@ Result Check(const api::Module& m, const Options& options, LayerCache& cache) {
     r.reason = "the Module has no spec.moduleLoader: nothing to load on any kernel";
     return r;
   }
-  absl::StatusOr<std::optional<placement::ResolvedConfig>> resolved = cm.Resolve(options.kernel);
-  if (!resolved.ok()) {
-    r.reason = std::string(resolved.status().message());
+  absl::StatusOr<std::optional<placement::CompiledModule::KernelPlan>> plan = cm.PlanFor(options.kernel);
+  if (!plan.ok()) {
+    r.reason = std::string(plan.status().message());
     return r;
   }
-  if (!resolved->has_value()) {
+  if (!plan->has_value()) {
     r.reason = absl::StrCat("no kernelMapping matches kernel ", options.kernel,
                             ": nodes on it would get no driver");
     return r;
   }
-  const placement::ResolvedConfig& config = **resolved;
+  const placement::ResolvedConfig& config = (*plan)->config;
   r.image = config.container_image;
-  absl::StatusOr<std::optional<size_t>> index = cm.FindMapping(config.kernel_version);
-  const api::KernelMapping* km =
-      index.ok() && index->has_value() ? &loader->kernel_mappings[**index] : nullptr;
-  const bool has_build = (km != nullptr && km->build) || loader->build;
-  const bool has_sign = (km != nullptr && km->sign) || loader->sign;
+  const bool has_build = (*plan)->build.has_value();
+  const bool has_sign = (*plan)->sign.has_value();
 
   r.stage = "Image";
   absl::StatusOr<image::ImageRef> ref = image::ParseImageRef(config.container_image);
