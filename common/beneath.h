@@ -20,7 +20,7 @@
 //
 // Paths beneath a root are names only: "", "a/b", "a//b/". An absolute path, a "." or ".."
 // component or a NUL byte is InvalidArgument: the callers validate their paths by their own
-// rules first (firmware/files.h, node-agent/image/layer_path.h); this is the second line.
+// rules first (firmware/files.h, common/oci/layer_path.h); this is the second line.
 // Roots are opened normally (OpenRoot): they come from kmodd's configuration or its own
 // store, not from content.
 //

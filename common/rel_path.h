@@ -1,7 +1,7 @@
 #pragma once
 
 // Relative paths as strings, "/"-separated: splitting and joining, no I/O. The vocabulary of
-// common/beneath.h, and of the image's own path rules (node-agent/image/layer_path.h).
+// common/beneath.h, and of the image's own path rules (common/oci/layer_path.h).
 
 #include <string>
 #include <string_view>

@@ -105,16 +105,6 @@ bool HeaderOnly(TarType t) { return t != TarType::kRegular && t != TarType::kOth
 
 }  // namespace
 
-std::string CleanArchivePath(std::string_view p) {
-  while (p.starts_with("./") || p.starts_with('/')) {
-    p.remove_prefix(p.starts_with('/') ? 1 : 2);
-  }
-  while (p.ends_with('/')) {
-    p.remove_suffix(1);
-  }
-  return p == "." ? std::string() : std::string(p);
-}
-
 std::string DescribeTarType(char typeflag) {
   switch (TypeOf(typeflag)) {
     case TarType::kRegular:

@@ -36,10 +36,6 @@ enum class TarType {
 
 std::string DescribeTarType(char typeflag);
 
-// An archive path as the image's merged filesystem names it: no leading "./" or "/", no
-// trailing "/" ("" for the root). Nothing else is judged ("a/../b" stays as it is).
-std::string CleanArchivePath(std::string_view path);
-
 struct TarEntry {
   std::string path;  // as in the archive, after GNU/PAX overrides; never empty, no NUL
   std::string link;  // symlink target or hardlink target (an archive path)

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "common/file.h"
 #include "common/oci/decompressor.h"
+#include "common/oci/layer_path.h"
 #include "common/oci/pull_secret.h"
 #include "common/oci/reference.h"
 #include "common/oci/registry_client.h"
@@ -205,16 +206,14 @@ absl::Status TreeBuilder::OnEntry(const image::TarEntry& entry) {
   if (current_.empty()) {
     return absl::OkStatus();
   }
-  const size_t slash = current_.rfind('/');
-  const std::string parent = slash == std::string::npos ? "" : current_.substr(0, slash);
-  const std::string base = slash == std::string::npos ? current_ : current_.substr(slash + 1);
-  if (base == ".wh..wh..opq") {
-    Remove(parent, /*children_only=*/true);  // an opaque directory: the lower layers' content goes
-    current_.clear();
-    return absl::OkStatus();
-  }
-  if (absl::StartsWith(base, ".wh.")) {
-    Remove(absl::StrCat(parent, parent.empty() ? "" : "/", base.substr(4)), false);
+  // The agent's whiteout rules (common/oci/layer_path.h); a malformed one removes nothing.
+  const image::Whiteout w = image::ClassifyWhiteout(current_).value_or(image::Whiteout{image::Whiteout::kIgnore, ""});
+  if (w.kind != image::Whiteout::kNone) {
+    if (w.kind == image::Whiteout::kOpaque) {
+      Remove(w.target, /*children_only=*/true);  // the lower layers' content of the directory goes
+    } else if (w.kind == image::Whiteout::kRemove) {
+      Remove(w.target, false);
+    }
     current_.clear();
     return absl::OkStatus();
   }

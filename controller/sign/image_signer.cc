@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/json.h"
 #include "common/oci/decompressor.h"
+#include "common/oci/layer_path.h"
 #include "common/oci/registry_http.h"
 #include "common/oci/sha256.h"
 #include "common/oci/tar_reader.h"
@@ -43,18 +44,17 @@ class Collector : public image::TarVisitor {
     if (current_.empty()) {
       return absl::OkStatus();
     }
-    const size_t slash = current_.rfind('/');
-    const std::string parent = slash == std::string::npos ? "" : current_.substr(0, slash);
-    const std::string base = slash == std::string::npos ? current_ : current_.substr(slash + 1);
-    if (base == ".wh..wh..opq") {
-      RemoveUnder(parent);
-      return absl::OkStatus();
+    // The agent's whiteout rules (common/oci/layer_path.h); a malformed one removes nothing.
+    const image::Whiteout w =
+        image::ClassifyWhiteout(current_).value_or(image::Whiteout{image::Whiteout::kIgnore, ""});
+    if (w.kind == image::Whiteout::kOpaque) {
+      RemoveUnder(w.target);
+    } else if (w.kind == image::Whiteout::kRemove) {
+      files_.erase(w.target);
+      links_.erase(w.target);
+      RemoveUnder(w.target);
     }
-    if (base.starts_with(".wh.")) {
-      const std::string gone = absl::StrCat(parent, parent.empty() ? "" : "/", base.substr(4));
-      files_.erase(gone);
-      links_.erase(gone);
-      RemoveUnder(gone);
+    if (w.kind != image::Whiteout::kNone) {
       return absl::OkStatus();
     }
     this_layer_.insert(current_);
@@ -101,10 +101,8 @@ class Collector : public image::TarVisitor {
  private:
   void RemoveUnder(const std::string& dir) {
     const std::string prefix = dir.empty() ? "" : dir + "/";
-    for (auto* m : {&files_}) {
-      for (auto it = m->lower_bound(prefix); it != m->end() && absl::StartsWith(it->first, prefix);) {
-        it = this_layer_.count(it->first) != 0 ? std::next(it) : m->erase(it);
-      }
+    for (auto it = files_.lower_bound(prefix); it != files_.end() && absl::StartsWith(it->first, prefix);) {
+      it = this_layer_.count(it->first) != 0 ? std::next(it) : files_.erase(it);
     }
     for (auto it = links_.lower_bound(prefix); it != links_.end() && absl::StartsWith(*it, prefix);) {
       it = this_layer_.count(*it) != 0 ? std::next(it) : links_.erase(it);
@@ -234,9 +232,9 @@ absl::StatusOr<SignImageResult> SignImage(const SignImageRequest& req) {
     }
   }
   // Every pattern names something; nothing named is a symlink or a device.
-  for (const std::string& other : collector.others()) {
+  if (!collector.others().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "unsignedImage ", from_name, ": /", other,
+        "unsignedImage ", from_name, ": /", *collector.others().begin(),
         " is not a regular file (a symlink?): list the file it stands for in filesToSign"));
   }
   if (!req.all_modules) {

@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/beneath.h"
 #include "common/file.h"
-#include "node-agent/image/layer_path.h"
+#include "common/oci/layer_path.h"
 #include "node-agent/image/layer_writer.h"
 #include "common/oci/tar_reader.h"
 

@@ -30,7 +30,7 @@
 #include "absl/status/status.h"
 #include "common/beneath.h"
 #include "node-agent/image/layer_limits.h"
-#include "node-agent/image/layer_path.h"
+#include "common/oci/layer_path.h"
 #include "common/oci/tar_reader.h"
 
 namespace kmodd::image {

@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "node-agent/image/layer_applier.h"
-#include "node-agent/image/layer_path.h"
+#include "common/oci/layer_path.h"
 
 namespace fs = std::filesystem;
 using kmodd::image::Compression;

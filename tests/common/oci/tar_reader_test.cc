@@ -232,13 +232,3 @@ TEST_CASE("tar reader reads GNU base-256 sizes") {
   REQUIRE(r.seen.size() == 1);
   CHECK(r.seen[0].data == "abc");
 }
-
-TEST_CASE("archive paths are named as the merged filesystem names them") {
-  using kmodd::image::CleanArchivePath;
-  CHECK(CleanArchivePath("./opt/lib/") == "opt/lib");
-  CHECK(CleanArchivePath("/opt") == "opt");
-  CHECK(CleanArchivePath(".//./opt") == "opt");
-  CHECK(CleanArchivePath("./") == "");
-  CHECK(CleanArchivePath(".") == "");
-  CHECK(CleanArchivePath("a/../b") == "a/../b");  // judged by the caller's policy, not here
-}

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "node-agent/image/layer_applier.h"
-#include "node-agent/image/layer_path.h"
+#include "common/oci/layer_path.h"
 #include "tests/node-agent/image/applier_rig.h"
 #include "tests/common/oci/tar_builder.h"
 #include "tests/temp_dir.h"

@@ -1,7 +1,8 @@
 #pragma once
 
 // Pure rules about paths inside a layer: normalisation, the keep filter, whiteouts and where
-// a symlink may point. No I/O; layer_writer.cc applies them. Splitting and joining paths, and
+// a symlink may point. No I/O: the agent's layer writer (node-agent/image/layer_writer.cc)
+// applies them, and the controller's preflight and signer read layers by them. Splitting and joining paths, and
 // resolving them on disk without following symlinks, are not the image's: common/rel_path.h
 // and common/beneath.h.
 
@@ -18,6 +19,11 @@ namespace kmodd::image {
 // InvalidArgument (the message is the rule only) for an absolute path or a ".." component:
 // well-formed layers have neither, and rewriting them would only hide a hostile image.
 [[nodiscard]] absl::StatusOr<std::string> NormalizeEntryPath(std::string_view raw);
+
+// The lenient reading of an archive path, for code that only looks at a layer (preflight,
+// the signer): no leading "./" or "/", no trailing "/" ("" for the root), nothing refused
+// ("a/../b" stays as it is). What writes a layer uses NormalizeEntryPath.
+std::string CleanArchivePath(std::string_view path);
 
 // `path` is `dir` or beneath it (normalised paths; every path is beneath "").
 bool IsBeneath(std::string_view path, std::string_view dir);

@@ -1,4 +1,4 @@
-#include "node-agent/image/layer_path.h"
+#include "common/oci/layer_path.h"
 
 #include <algorithm>
 
@@ -12,6 +12,16 @@ constexpr std::string_view kWhiteoutMeta = ".wh..wh.";
 constexpr std::string_view kOpaque = ".wh..wh..opq";
 
 }  // namespace
+
+std::string CleanArchivePath(std::string_view p) {
+  while (p.starts_with("./") || p.starts_with('/')) {
+    p.remove_prefix(p.starts_with('/') ? 1 : 2);
+  }
+  while (p.ends_with('/')) {
+    p.remove_suffix(1);
+  }
+  return p == "." ? std::string() : std::string(p);
+}
 
 bool IsBeneath(std::string_view path, std::string_view dir) {
   return dir.empty() || path == dir ||

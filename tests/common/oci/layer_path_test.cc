@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "node-agent/image/layer_path.h"
+#include "common/oci/layer_path.h"
 
 using kmodd::image::CheckSymlinkTarget;
 using kmodd::image::ClassifyWhiteout;
@@ -111,4 +111,14 @@ TEST_CASE("the kernel tree's build and source links are recognised by their plac
   CHECK_FALSE(IsKernelBuildLink("opt/lib/modules/build"));
   CHECK_FALSE(IsKernelBuildLink("firmware/build"));
   CHECK_FALSE(IsKernelBuildLink("opt/lib/modules/6.1.0-18-amd64/builds"));
+}
+
+TEST_CASE("archive paths are named as the merged filesystem names them") {
+  using kmodd::image::CleanArchivePath;
+  CHECK(CleanArchivePath("./opt/lib/") == "opt/lib");
+  CHECK(CleanArchivePath("/opt") == "opt");
+  CHECK(CleanArchivePath(".//./opt") == "opt");
+  CHECK(CleanArchivePath("./") == "");
+  CHECK(CleanArchivePath(".") == "");
+  CHECK(CleanArchivePath("a/../b") == "a/../b");  // judged by the caller's policy, not here
 }
